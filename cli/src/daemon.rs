@@ -1,0 +1,130 @@
+//! `boxctl daemon start|stop|status`.
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use boxd_client::v1;
+use clap::Subcommand;
+
+use crate::{Ctx, Failure, output};
+
+#[derive(Subcommand, Debug)]
+pub enum Action {
+    /// Start boxd in the background and wait until it answers.
+    Start {
+        /// The boxd binary [default: next to boxctl, else on PATH].
+        #[arg(long)]
+        boxd: Option<PathBuf>,
+        /// Extra arguments for boxd (e.g. --engine namespace).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Stop boxd (SIGTERM) and wait until it is gone.
+    Stop,
+    /// Say whether boxd runs, and what it is.
+    Status,
+}
+
+pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
+    match action {
+        Action::Status => match describe(ctx).await {
+            Ok(d) => {
+                if ctx.json {
+                    println!("{}", serde_json::json!({"running": true, "daemon": output::describe_json(&d)}));
+                } else {
+                    println!("boxd {} is running (pid {}) on {}", d.daemon_version, d.pid, d.socket);
+                    println!("engine: {} {} ({} isolation)", d.engine, d.engine_version, d.isolation);
+                    for n in &d.notes {
+                        println!("note: {n}");
+                    }
+                }
+                Ok(0)
+            }
+            Err(f) if f.code == 3 => {
+                if ctx.json {
+                    println!("{}", serde_json::json!({"running": false, "socket": ctx.paths.socket}));
+                } else {
+                    println!("boxd is not running (socket {})", ctx.paths.socket.display());
+                }
+                Ok(3)
+            }
+            Err(f) => Err(f),
+        },
+        Action::Start { boxd, args } => start(ctx, boxd, args).await,
+        Action::Stop => {
+            let d = describe(ctx).await?;
+            // SAFETY: kill has no memory-safety preconditions.
+            if unsafe { libc::kill(d.pid as i32, libc::SIGTERM) } != 0 {
+                return Err(Failure { code: 1, message: format!("cannot signal boxd (pid {})", d.pid) });
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if boxd_client::connect(&ctx.paths.socket).await.is_err() {
+                    if !ctx.json {
+                        println!("boxd (pid {}) stopped", d.pid);
+                    } else {
+                        println!("{}", serde_json::json!({"stopped": d.pid}));
+                    }
+                    return Ok(0);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(Failure { code: 1, message: format!("boxd (pid {}) did not stop within 10 s", d.pid) })
+        }
+    }
+}
+
+async fn describe(ctx: &Ctx) -> Result<v1::DescribeResponse, Failure> {
+    Ok(ctx.client().await?.describe(v1::DescribeRequest {}).await?.into_inner())
+}
+
+fn boxd_binary(explicit: Option<PathBuf>) -> PathBuf {
+    explicit
+        .or_else(|| {
+            let sibling = std::env::current_exe().ok()?.with_file_name("boxd");
+            sibling.is_file().then_some(sibling)
+        })
+        .unwrap_or_else(|| PathBuf::from("boxd"))
+}
+
+async fn start(ctx: &Ctx, boxd: Option<PathBuf>, args: Vec<String>) -> Result<u8, Failure> {
+    if let Ok(d) = describe(ctx).await {
+        if !ctx.json {
+            println!("boxd is already running (pid {})", d.pid);
+        }
+        return Ok(0);
+    }
+    let logs = ctx.paths.home.join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| Failure { code: 1, message: format!("create {}: {e}", logs.display()) })?;
+    let stderr_path = logs.join("boxd.stderr");
+    let stderr = std::fs::File::create(&stderr_path)
+        .map_err(|e| Failure { code: 1, message: format!("create {}: {e}", stderr_path.display()) })?;
+    let bin = boxd_binary(boxd);
+    let mut cmd = std::process::Command::new(&bin);
+    cmd.arg("--socket").arg(&ctx.paths.socket).arg("--home").arg(&ctx.paths.home).args(&args);
+    cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(stderr);
+    // Detach from this terminal's session so the daemon outlives it.
+    cmd.process_group(0);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Failure { code: 1, message: format!("cannot run {}: {e}", bin.display()) })?;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        if let Ok(d) = describe(ctx).await {
+            if ctx.json {
+                println!("{}", serde_json::json!({"started": true, "daemon": output::describe_json(&d)}));
+            } else {
+                println!("boxd {} started (pid {}) on {}", d.daemon_version, d.pid, d.socket);
+            }
+            return Ok(0);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").to_owned();
+            return Err(Failure { code: 1, message: format!("boxd exited ({status}): {last}") });
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    Err(Failure { code: 1, message: format!("boxd did not answer within 15 s; see {}", stderr_path.display()) })
+}

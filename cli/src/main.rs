@@ -1,0 +1,316 @@
+//! `boxctl`: the command line for boxd.
+//!
+//! Exit codes (stable): 0 success; 1 the daemon refused or failed the
+//! request; 2 usage error; 3 the daemon is not reachable. `exec` and `run`
+//! exit with the command's own code, 128+N when signal N killed it, 125 when
+//! boxd could not start it, 126/127 when the box could not execute it.
+
+mod daemon;
+mod exec;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use boxd_client::{Client, Paths, tonic::Status, v1};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "boxctl", version, about = "Create, run and manage boxes served by boxd")]
+struct Cli {
+    /// The daemon's socket [env: BOXD_SOCKET].
+    #[arg(long, global = true)]
+    socket: Option<PathBuf>,
+    /// The daemon's state directory [env: BOXD_HOME].
+    #[arg(long, global = true)]
+    home: Option<PathBuf>,
+    /// Print machine-readable JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Start, stop or check the daemon.
+    Daemon {
+        #[command(subcommand)]
+        action: daemon::Action,
+    },
+    /// Create a box (or reuse the one with that name).
+    Create(CreateArgs),
+    /// Start a box.
+    Start { name: String },
+    /// Stop a box; its files stay.
+    Stop {
+        name: String,
+        /// Kill at once instead of SIGTERM and a grace period.
+        #[arg(short, long)]
+        force: bool,
+    },
+    /// Remove a box and everything it wrote.
+    #[command(alias = "remove")]
+    Rm {
+        name: String,
+        /// Stop it first if it is running.
+        #[arg(short, long)]
+        force: bool,
+    },
+    /// List boxes.
+    #[command(alias = "list")]
+    Ls,
+    /// Show one box.
+    Inspect { name: String },
+    /// Run a command in a running box.
+    Exec(exec::ExecArgs),
+    /// Create or reuse a box, start it and run a command in it.
+    Run(exec::RunArgs),
+    /// Follow box state changes.
+    Events,
+    /// Show client and daemon versions.
+    Version,
+    /// Print shell completions.
+    Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CreateArgs {
+    pub name: String,
+    /// A registry reference or a local OCI image layout directory.
+    #[arg(long)]
+    pub image: String,
+    #[arg(long)]
+    pub cpus: Option<u32>,
+    #[arg(long)]
+    pub memory_mib: Option<u32>,
+    #[arg(long = "disk-gb")]
+    pub disk_gb: Option<u32>,
+    /// HOST:GUEST[:ro] (repeatable).
+    #[arg(long = "mount", short = 'v')]
+    pub mounts: Vec<String>,
+    /// A host the box may reach (repeatable).
+    #[arg(long = "allow-net")]
+    pub allow_net: Vec<String>,
+    /// K=V (repeatable).
+    #[arg(short = 'e', long = "env")]
+    pub env: Vec<String>,
+    /// The box's default working directory.
+    #[arg(short = 'w', long = "workdir")]
+    pub workdir: Option<String>,
+}
+
+/// A failure and the exit code it maps to.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure { code: 2, message: message.into() }
+    }
+}
+
+impl From<Status> for Failure {
+    fn from(s: Status) -> Failure {
+        let code = if s.code() == boxd_client::tonic::Code::Unavailable && s.message().contains("transport") { 3 } else { 1 };
+        Failure { code, message: s.message().to_owned() }
+    }
+}
+
+impl From<boxd_client::ConnectError> for Failure {
+    fn from(e: boxd_client::ConnectError) -> Failure {
+        Failure { code: 3, message: e.to_string() }
+    }
+}
+
+pub struct Ctx {
+    pub paths: Paths,
+    pub json: bool,
+}
+
+impl Ctx {
+    pub async fn client(&self) -> Result<Client, Failure> {
+        Ok(boxd_client::connect(&self.paths.socket).await?)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Command::Completions { shell } = cli.command {
+        clap_complete::generate(shell, &mut Cli::command(), "boxctl", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
+    let paths = match Paths::resolve(cli.socket, cli.home) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("boxctl: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let ctx = Ctx { paths, json: cli.json };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
+    let result = rt.block_on(dispatch(&ctx, cli.command));
+    let code = match result {
+        Ok(code) => code,
+        Err(f) => {
+            eprintln!("boxctl: {}", f.message);
+            f.code
+        }
+    };
+    rt.shutdown_background();
+    ExitCode::from(code)
+}
+
+async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
+    match command {
+        Command::Daemon { action } => daemon::run(ctx, action).await,
+        Command::Create(args) => {
+            let mut c = ctx.client().await?;
+            let reply = create(&mut c, &args).await?;
+            output::created(ctx, &reply);
+            Ok(0)
+        }
+        Command::Start { name } => {
+            let reply = ctx.client().await?.start_box(v1::StartBoxRequest { name }).await?.into_inner();
+            output::started(ctx, &reply);
+            Ok(0)
+        }
+        Command::Stop { name, force } => {
+            let reply = ctx.client().await?.stop_box(v1::StopBoxRequest { name, force }).await?.into_inner();
+            output::one_box(ctx, reply.r#box.as_ref());
+            Ok(0)
+        }
+        Command::Rm { name, force } => {
+            ctx.client().await?.remove_box(v1::RemoveBoxRequest { name: name.clone(), force }).await?;
+            output::removed(ctx, &name);
+            Ok(0)
+        }
+        Command::Ls => {
+            let reply = ctx.client().await?.list_boxes(v1::ListBoxesRequest {}).await?.into_inner();
+            output::list(ctx, &reply.boxes);
+            Ok(0)
+        }
+        Command::Inspect { name } => {
+            let info = ctx.client().await?.inspect_box(v1::InspectBoxRequest { name }).await?.into_inner();
+            output::inspect(ctx, &info);
+            Ok(0)
+        }
+        Command::Exec(args) => exec::exec(ctx, args).await,
+        Command::Run(args) => exec::run(ctx, args).await,
+        Command::Events => {
+            let mut stream = ctx.client().await?.watch_boxes(v1::WatchBoxesRequest {}).await?.into_inner();
+            while let Some(ev) = stream.message().await? {
+                output::event(ctx, &ev);
+            }
+            Ok(0)
+        }
+        Command::Version => {
+            let daemon = match ctx.client().await {
+                Ok(mut c) => c.describe(v1::DescribeRequest {}).await.ok().map(|r| r.into_inner()),
+                Err(_) => None,
+            };
+            output::version(ctx, daemon.as_ref());
+            Ok(0)
+        }
+        Command::Completions { .. } => unreachable!("handled before the runtime starts"),
+    }
+}
+
+/// Builds the create request from flags.
+pub fn box_spec(args: &CreateArgs) -> Result<v1::BoxSpec, Failure> {
+    let mut mounts = Vec::new();
+    for m in &args.mounts {
+        mounts.push(parse_mount(m)?);
+    }
+    Ok(v1::BoxSpec {
+        image: image_arg(&args.image),
+        cpus: args.cpus,
+        memory_mib: args.memory_mib,
+        disk_size_gb: args.disk_gb,
+        mounts,
+        allow_net: args.allow_net.clone(),
+        env: parse_env(&args.env)?,
+        working_dir: args.workdir.clone().unwrap_or_default(),
+    })
+}
+
+pub async fn create(c: &mut Client, args: &CreateArgs) -> Result<v1::CreateBoxResponse, Failure> {
+    let spec = box_spec(args)?;
+    Ok(c.create_box(v1::CreateBoxRequest { name: args.name.clone(), spec: Some(spec) }).await?.into_inner())
+}
+
+/// A local OCI layout is an existing directory given as an absolute path or
+/// one starting with `.`; it is sent as an absolute path. Anything else is a
+/// registry reference.
+pub fn image_arg(image: &str) -> String {
+    let p = std::path::Path::new(image);
+    if (p.is_absolute() || image.starts_with('.')) && p.is_dir() {
+        if let Ok(abs) = p.canonicalize() {
+            return abs.to_string_lossy().into_owned();
+        }
+    }
+    image.to_owned()
+}
+
+/// `HOST:GUEST[:ro|:rw]`; the host side may be relative to the current directory.
+pub fn parse_mount(s: &str) -> Result<v1::Mount, Failure> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let (host, guest, read_only) = match parts.as_slice() {
+        [h, g] => (*h, *g, false),
+        [h, g, "ro"] => (*h, *g, true),
+        [h, g, "rw"] => (*h, *g, false),
+        _ => return Err(Failure::usage(format!("invalid mount {s:?}: use HOST:GUEST[:ro]"))),
+    };
+    if host.is_empty() || guest.is_empty() {
+        return Err(Failure::usage(format!("invalid mount {s:?}: use HOST:GUEST[:ro]")));
+    }
+    let host = std::path::absolute(host).map_err(|e| Failure::usage(format!("mount {host:?}: {e}")))?;
+    Ok(v1::Mount { host_path: host.to_string_lossy().into_owned(), guest_path: guest.to_owned(), read_only })
+}
+
+pub fn parse_env(vars: &[String]) -> Result<std::collections::HashMap<String, String>, Failure> {
+    vars.iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+            _ => Err(Failure::usage(format!("invalid environment variable {kv:?}: use K=V"))),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mounts_parse() {
+        let m = parse_mount("/a:/b:ro").unwrap();
+        assert_eq!((m.host_path.as_str(), m.guest_path.as_str(), m.read_only), ("/a", "/b", true));
+        assert!(!parse_mount("/a:/b").unwrap().read_only);
+        for bad in ["/a", "/a:/b:rx", ":/b", "/a:", "a:b:c:d"] {
+            assert!(parse_mount(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn env_parses() {
+        let e = parse_env(&["A=1".into(), "B=x=y".into(), "C=".into()]).unwrap();
+        assert_eq!(e["B"], "x=y");
+        assert_eq!(e["C"], "");
+        assert!(parse_env(&["=v".into()]).is_err());
+        assert!(parse_env(&["novalue".into()]).is_err());
+    }
+
+    #[test]
+    fn registry_refs_stay_as_they_are() {
+        assert_eq!(image_arg("alpine:3.20"), "alpine:3.20");
+        assert_eq!(image_arg("./does-not-exist"), "./does-not-exist");
+    }
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+}

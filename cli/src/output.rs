@@ -1,0 +1,143 @@
+//! Human and `--json` renderings of replies.
+
+use boxd_client::v1;
+use serde_json::{Value, json};
+
+use crate::Ctx;
+
+fn state(s: i32) -> &'static str {
+    v1::BoxState::try_from(s).unwrap_or(v1::BoxState::Unspecified).label()
+}
+
+pub fn box_json(b: &v1::BoxInfo) -> Value {
+    let spec = b.spec.clone().unwrap_or_default();
+    json!({
+        "boxId": b.id,
+        "name": b.name,
+        "state": state(b.state),
+        "image": b.image,
+        "imageDigest": b.image_digest,
+        "createdAtMs": b.created_at_ms,
+        "startedAtMs": b.started_at_ms,
+        "isolation": b.isolation,
+        "engine": b.engine,
+        "runningExecs": b.running_execs,
+        "error": b.error,
+        "spec": {
+            "cpus": spec.cpus,
+            "memoryMib": spec.memory_mib,
+            "diskSizeGb": spec.disk_size_gb,
+            "mounts": spec.mounts.iter().map(|m| json!({"hostPath": m.host_path, "guestPath": m.guest_path, "readOnly": m.read_only})).collect::<Vec<_>>(),
+            "allowNet": spec.allow_net,
+            "env": spec.env,
+            "workingDir": spec.working_dir,
+        },
+    })
+}
+
+fn print_json(v: &Value) {
+    println!("{v}");
+}
+
+pub fn created(ctx: &Ctx, r: &v1::CreateBoxResponse) {
+    let b = r.r#box.clone().unwrap_or_default();
+    if ctx.json {
+        print_json(&json!({"box": box_json(&b), "created": r.created, "warnings": r.warnings, "elapsedMs": r.elapsed_ms}));
+        return;
+    }
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
+    let verb = if r.created { "created" } else { "reused" };
+    println!("{verb} box {} ({}, {} isolation) in {} ms", b.name, b.id, b.isolation, r.elapsed_ms);
+}
+
+pub fn started(ctx: &Ctx, r: &v1::StartBoxResponse) {
+    let b = r.r#box.clone().unwrap_or_default();
+    if ctx.json {
+        print_json(&json!({"box": box_json(&b), "bootMs": r.boot_ms}));
+    } else if r.boot_ms == 0 {
+        println!("box {} is running", b.name);
+    } else {
+        println!("started box {} in {} ms", b.name, r.boot_ms);
+    }
+}
+
+pub fn one_box(ctx: &Ctx, b: Option<&v1::BoxInfo>) {
+    let b = b.cloned().unwrap_or_default();
+    if ctx.json {
+        print_json(&box_json(&b));
+    } else {
+        println!("box {} is {}", b.name, state(b.state));
+    }
+}
+
+pub fn removed(ctx: &Ctx, name: &str) {
+    if ctx.json {
+        print_json(&json!({"removed": name}));
+    } else {
+        println!("removed box {name}");
+    }
+}
+
+pub fn list(ctx: &Ctx, boxes: &[v1::BoxInfo]) {
+    if ctx.json {
+        print_json(&Value::Array(boxes.iter().map(box_json).collect()));
+        return;
+    }
+    println!("{:<24} {:<13} {:<9} {:<10} {:>5}  IMAGE", "NAME", "ID", "STATE", "ISOLATION", "EXECS");
+    for b in boxes {
+        println!(
+            "{:<24} {:<13} {:<9} {:<10} {:>5}  {}",
+            b.name,
+            b.id,
+            state(b.state),
+            b.isolation,
+            b.running_execs,
+            b.image
+        );
+    }
+}
+
+pub fn inspect(ctx: &Ctx, b: &v1::BoxInfo) {
+    let v = box_json(b);
+    if ctx.json {
+        print_json(&v);
+    } else {
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    }
+}
+
+pub fn event(ctx: &Ctx, e: &v1::BoxEvent) {
+    if ctx.json {
+        print_json(&json!({
+            "type": "boxState", "boxId": e.box_id, "name": e.name, "state": state(e.state),
+            "elapsedMs": e.elapsed_ms, "atMs": e.at_ms, "message": e.message,
+        }));
+    } else {
+        let extra = if e.message.is_empty() { String::new() } else { format!(" ({})", e.message) };
+        println!("{} {} {} {}ms{}", e.at_ms, e.name, state(e.state), e.elapsed_ms, extra);
+    }
+}
+
+pub fn describe_json(d: &v1::DescribeResponse) -> Value {
+    json!({
+        "protocol": d.protocol, "daemonVersion": d.daemon_version, "pid": d.pid,
+        "engine": d.engine, "engineVersion": d.engine_version, "isolation": d.isolation,
+        "capabilities": d.capabilities, "notes": d.notes, "networkFiltering": d.network_filtering,
+        "socket": d.socket, "home": d.home,
+    })
+}
+
+pub fn version(ctx: &Ctx, daemon: Option<&v1::DescribeResponse>) {
+    let client = env!("CARGO_PKG_VERSION");
+    if ctx.json {
+        print_json(&json!({"client": client, "daemon": daemon.map(describe_json)}));
+        return;
+    }
+    println!("boxctl {client}");
+    match daemon {
+        Some(d) => println!("boxd {} ({}, engine {} {}, {} isolation)", d.daemon_version, d.protocol, d.engine, d.engine_version, d.isolation),
+        None => println!("boxd not running"),
+    }
+}

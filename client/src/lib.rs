@@ -1,0 +1,73 @@
+//! The one way every boxd client finds and reaches the daemon.
+//!
+//! - [`Paths`] resolves the socket and home directory from flags, the
+//!   environment (`BOXD_SOCKET`, `BOXD_HOME`) and the platform's per-user
+//!   directories, identically for the daemon and every client.
+//! - [`connect`] opens a gRPC channel over the Unix socket.
+//! - [`ExecStream`] drives the bidirectional `Exec` call.
+
+mod exec;
+mod paths;
+
+pub use boxd_proto::{tonic, v1};
+pub use exec::{ExecEvent, ExecInput, ExecStream};
+pub use paths::{Paths, PathsError};
+
+use std::path::{Path, PathBuf};
+
+use boxd_proto::tonic::transport::{Channel, Endpoint};
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+
+/// The generated client type, over a Unix-socket channel.
+pub type Client = v1::boxd_client::BoxdClient<Channel>;
+
+/// Why a client could not reach the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("boxd is not running (nothing answers on {socket}); start it with `boxctl daemon start`")]
+    NotRunning { socket: PathBuf },
+    #[error("cannot connect to boxd at {socket}: {source}")]
+    Io { socket: PathBuf, source: std::io::Error },
+}
+
+/// Connects to the daemon listening on `socket`.
+///
+/// The connection is made eagerly, so a daemon that is not running is
+/// reported here rather than on the first call.
+pub async fn connect(socket: &Path) -> Result<Client, ConnectError> {
+    let path = socket.to_path_buf();
+    // The URI is required by the API but unused: the connector dials the socket.
+    let endpoint = Endpoint::from_static("http://boxd.invalid");
+    let connector_path = path.clone();
+    let channel = endpoint
+        .connect_with_connector(tower::service_fn(move |_| {
+            let p = connector_path.clone();
+            async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(p).await?)) }
+        }))
+        .await
+        .map_err(|e| classify(&path, e))?;
+    Ok(v1::boxd_client::BoxdClient::new(channel)
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20))
+}
+
+fn classify(socket: &Path, err: boxd_proto::tonic::transport::Error) -> ConnectError {
+    use std::error::Error as _;
+    let mut src: Option<&(dyn std::error::Error + 'static)> = err.source();
+    while let Some(e) = src {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                    ConnectError::NotRunning { socket: socket.to_path_buf() }
+                }
+                kind => ConnectError::Io {
+                    socket: socket.to_path_buf(),
+                    source: std::io::Error::new(kind, io.to_string()),
+                },
+            };
+        }
+        src = e.source();
+    }
+    ConnectError::Io { socket: socket.to_path_buf(), source: std::io::Error::other(err.to_string()) }
+}

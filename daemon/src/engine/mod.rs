@@ -1,0 +1,139 @@
+//! The one interface between the daemon and whatever runs boxes.
+//!
+//! The daemon owns names, persistence, locking, events and exec sessions;
+//! an engine only turns a [`BoxRecord`] into something running and runs
+//! processes in it. Every engine error is an [`Error`], mapped to a gRPC
+//! status in one place (`error.rs`).
+//!
+//! The shape follows what BoxLite offers (`create` → `start` → `exec` with
+//! stdin/stdout/stderr streams, `kill`/`signal`/`resize_tty`, `wait`,
+//! `stop`, `remove`, `list_info` for recovery), so its engine fits here
+//! without reshaping this trait.
+
+#[cfg(target_os = "linux")]
+pub mod namespace;
+
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::error::Error;
+use crate::registry::BoxRecord;
+
+/// How strongly boxes are isolated from the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    MicroVm,
+    Namespace,
+}
+
+impl Isolation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::MicroVm => "microvm",
+            Isolation::Namespace => "namespace",
+        }
+    }
+}
+
+/// What an engine is, for `Describe` and for every create reply.
+#[derive(Debug, Clone)]
+pub struct EngineInfo {
+    pub name: &'static str,
+    pub version: String,
+    pub isolation: Isolation,
+    /// Optional features (`exec.tty`, `output.binary`, ...).
+    pub capabilities: Vec<String>,
+    /// What a user should know: why this engine, what it does not enforce.
+    pub notes: Vec<String>,
+    /// Whether `allow_net` is enforced as a host filter.
+    pub network_filtering: bool,
+}
+
+/// What `create` made.
+#[derive(Debug, Clone)]
+pub struct Created {
+    /// Digest of the image manifest the box was made from.
+    pub image_digest: String,
+    /// Things the engine could not honour (for example resource limits).
+    pub warnings: Vec<String>,
+}
+
+/// A box as the engine sees it, for recovery after a daemon restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineBox {
+    pub id: String,
+    pub running: bool,
+}
+
+/// A command to run in a running box. Environment and working directory are
+/// already merged (image, then box, then exec).
+#[derive(Debug, Clone)]
+pub struct ExecSpec {
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub working_dir: String,
+    pub stdin: bool,
+    /// `Some((rows, cols))`: run on a pseudo-terminal of that size.
+    pub tty: Option<(u16, u16)>,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExitStatus {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// The engine could not run the command at all.
+    pub error: Option<String>,
+}
+
+/// Signals and resizes for a running process. Shared between the tasks of
+/// an exec session.
+pub trait ProcessControl: Send + Sync {
+    /// Sends a signal to the process (and its process group where the
+    /// engine has one).
+    fn signal(&self, signal: i32) -> Result<(), Error>;
+    fn resize(&self, rows: u16, cols: u16) -> Result<(), Error>;
+}
+
+/// A running process. The exec layer reads its output, feeds its input and
+/// awaits `exit` once.
+pub struct Process {
+    pub stdin: Option<Pin<Box<dyn AsyncWrite + Send>>>,
+    /// With a TTY, the terminal's output.
+    pub stdout: Pin<Box<dyn AsyncRead + Send>>,
+    /// `None` with a TTY.
+    pub stderr: Option<Pin<Box<dyn AsyncRead + Send>>>,
+    pub control: std::sync::Arc<dyn ProcessControl>,
+    pub exit: BoxFuture<'static, ExitStatus>,
+}
+
+#[async_trait]
+pub trait Engine: Send + Sync + 'static {
+    fn info(&self) -> &EngineInfo;
+
+    /// Prepares a new box: resolves its image and makes its writable layer.
+    /// The box is not started.
+    async fn create(&self, record: &BoxRecord) -> Result<Created, Error>;
+
+    /// Starts a created or stopped box. Returns once commands can run in it.
+    async fn start(&self, record: &BoxRecord) -> Result<(), Error>;
+
+    /// Stops a box: every process in it ends. `force` skips the grace period.
+    async fn stop(&self, record: &BoxRecord, force: bool) -> Result<(), Error>;
+
+    /// Deletes a stopped box and everything it wrote.
+    async fn remove(&self, record: &BoxRecord) -> Result<(), Error>;
+
+    /// The boxes the engine knows of, to reconcile after a daemon restart.
+    async fn list(&self) -> Result<Vec<EngineBox>, Error>;
+
+    /// Runs a command in a running box.
+    async fn exec(&self, record: &BoxRecord, spec: ExecSpec) -> Result<Process, Error>;
+
+    /// Stops every box the engine runs, before the daemon exits.
+    async fn shutdown(&self);
+}

@@ -1,0 +1,1608 @@
+//! The namespace engine's image store: local OCI image layouts, unpacked once.
+//!
+//! An OCI image layout is a directory holding `oci-layout`, `index.json` and
+//! content-addressed blobs under `blobs/sha256/`. [`ImageStore::from_layout`]
+//! picks the manifest for this host, verifies every blob it reads against its
+//! digest, flattens the layers (bottom to top, applying OCI whiteouts) into one
+//! directory and caches it under the manifest digest:
+//!
+//! ```text
+//! <root>/<hex>/rootfs        the flattened root filesystem (boxes copy it)
+//! <root>/<hex>/config.json   the ImageConfig, serialized
+//! <root>/<hex>/complete      marker: the entry is whole
+//! <root>/tmp-<unique>/       an unpack in progress (renamed into place when done)
+//! ```
+//!
+//! Manifest choice: from an index (index.json, or an image index it points to,
+//! nested up to 4 deep) the first entry whose platform is
+//! `linux/<host arch>` wins; failing that, a lone entry, or the first entry when
+//! no entry names a platform. `org.opencontainers.image.ref.name` annotations
+//! are not consulted.
+//!
+//! Unpacking is unprivileged: ownership is not preserved (everything belongs to
+//! the daemon's user), device nodes and FIFOs are skipped, xattrs are dropped,
+//! and directories get at least `u+rwx` so later layers, whiteouts and box
+//! removal can modify them. Permission bits (including setuid/setgid/sticky)
+//! and mtimes are preserved otherwise.
+//!
+//! Safety: entries with `..` components are rejected, absolute entry paths are
+//! made relative, and writes go through [`tar::Entry::unpack_in`], which
+//! refuses to write through a symlink that resolves outside the root
+//! filesystem (absolute symlinks are resolved against the host, so an image
+//! writing *through* an absolute symlink is rejected rather than followed).
+//! Whiteouts and replacements never follow symlinks.
+//!
+//! Not checked: the config's `rootfs.diff_ids` against the uncompressed layers
+//! (every blob is already verified against its digest).
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::fs::{self, File, FileTimes};
+use std::io::{self, BufRead, BufReader, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use oci_spec::image::{Descriptor, ImageConfiguration, ImageIndex, ImageManifest, OciLayout};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+use tar::EntryType;
+
+/// How deep index → index → ... → manifest chains may go.
+const MAX_INDEX_DEPTH: usize = 4;
+/// Largest JSON blob (index, manifest, config) read into memory.
+const MAX_JSON_BLOB: u64 = 16 << 20;
+
+const MEDIA_OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+const MEDIA_OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const MEDIA_OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
+const MEDIA_DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+const MEDIA_DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+const MEDIA_DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
+
+/// Layer media types this store can unpack (plain or gzip tar).
+const LAYER_MEDIA_TYPES: [&str; 6] = [
+    "application/vnd.oci.image.layer.v1.tar",
+    "application/vnd.oci.image.layer.v1.tar+gzip",
+    "application/vnd.oci.image.layer.nondistributable.v1.tar",
+    "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip",
+    "application/vnd.docker.image.rootfs.diff.tar.gzip",
+    "application/vnd.docker.image.rootfs.diff.tar",
+];
+
+const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
+const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
+const ZSTD_UNSUPPORTED: &str = "zstd layers are not supported yet";
+
+const WHITEOUT_PREFIX: &[u8] = b".wh.";
+const OPAQUE_WHITEOUT: &[u8] = b".wh..wh..opq";
+
+/// Caches unpacked images under a root directory (e.g. `HOME/images`).
+pub struct ImageStore {
+    root: PathBuf,
+    /// One lock per manifest digest, so an image is unpacked (or pruned) by one task at a time.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// How many unpacks this store has run (diagnostics and tests).
+    unpacks: AtomicUsize,
+}
+
+/// An unpacked image.
+#[derive(Debug, Clone)]
+pub struct Image {
+    /// Digest of the image manifest, "sha256:<hex>".
+    pub digest: String,
+    /// The flattened, unpacked root filesystem (read-only by convention: boxes copy it).
+    pub rootfs: PathBuf,
+    pub config: ImageConfig,
+}
+
+/// The parts of an image's runtime configuration a box needs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ImageConfig {
+    /// From `config.Env` ("K=V", split at the first '=').
+    pub env: Vec<(String, String)>,
+    pub working_dir: Option<String>,
+    pub entrypoint: Vec<String>,
+    pub cmd: Vec<String>,
+    pub user: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// The path is not an OCI image layout.
+    #[error("{} is not an OCI image layout: {reason}", path.display())]
+    NotALayout { path: PathBuf, reason: String },
+    /// Digest mismatch, bad JSON, unsupported media type, no manifest for this
+    /// platform, bad tar, unsafe path in a layer...
+    #[error("invalid OCI image at {}: {reason}", path.display())]
+    Invalid { path: PathBuf, reason: String },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl ImageError {
+    fn io(context: impl Into<String>, source: io::Error) -> ImageError {
+        ImageError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    fn invalid(path: impl Into<PathBuf>, reason: impl Into<String>) -> ImageError {
+        ImageError::Invalid {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl ImageStore {
+    pub fn new(root: PathBuf) -> ImageStore {
+        ImageStore {
+            root,
+            locks: Mutex::default(),
+            unpacks: AtomicUsize::new(0),
+        }
+    }
+
+    /// Resolve a layout directory to an unpacked image, unpacking it into the cache the first time.
+    pub async fn from_layout(&self, layout: &Path) -> Result<Image, ImageError> {
+        let layout = layout.to_path_buf();
+        let resolved = blocking(move || Layout::open(&layout)?.resolve()).await?;
+        let digest = resolved.digest.clone();
+        let entry = self.entry_dir(&digest)?;
+
+        // The guard moves into the blocking task, so a cancelled caller cannot let a
+        // second unpack of the same digest start while the first is still running.
+        let guard = self.lock_for(&digest).lock_owned().await;
+        let complete = tokio::fs::try_exists(entry.join("complete"))
+            .await
+            .map_err(|e| ImageError::io(format!("cannot check {}", entry.display()), e))?;
+        let rootfs = entry.join("rootfs");
+        let config = resolved.config.clone();
+        if !complete {
+            let (root, dest) = (self.root.clone(), entry.clone());
+            blocking(move || {
+                let _guard = guard;
+                unpack_image(&root, &dest, &resolved)
+            })
+            .await?;
+            self.unpacks.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(%digest, rootfs = %rootfs.display(), "unpacked image");
+        }
+        Ok(Image {
+            digest,
+            rootfs,
+            config,
+        })
+    }
+
+    /// Remove cached images whose digest is not in `keep`. Returns the removed digests, sorted.
+    /// Unpacks in progress (`tmp-*`) are left alone.
+    pub async fn prune(&self, keep: &HashSet<String>) -> Result<Vec<String>, ImageError> {
+        let root = self.root.clone();
+        let cached = blocking(move || cached_digests(&root)).await?;
+        let mut removed = Vec::new();
+        for digest in cached.into_iter().filter(|d| !keep.contains(d)) {
+            let guard = self.lock_for(&digest).lock_owned().await;
+            let (root, entry) = (self.root.clone(), self.entry_dir(&digest)?);
+            blocking(move || {
+                let _guard = guard;
+                remove_entry(&root, &entry)
+            })
+            .await?;
+            tracing::info!(%digest, "pruned image");
+            removed.push(digest);
+        }
+        removed.sort();
+        Ok(removed)
+    }
+
+    /// The cache directory for a manifest digest.
+    fn entry_dir(&self, digest: &str) -> Result<PathBuf, ImageError> {
+        let hex = sha256_hex(digest).ok_or_else(|| {
+            ImageError::invalid(&self.root, format!("malformed digest {digest:?}"))
+        })?;
+        Ok(self.root.join(hex))
+    }
+
+    fn lock_for(&self, digest: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self
+            .locks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        locks.entry(digest.to_owned()).or_default().clone()
+    }
+
+    #[cfg(test)]
+    fn unpack_count(&self) -> usize {
+        self.unpacks.load(Ordering::Relaxed)
+    }
+}
+
+/// Runs blocking filesystem work off the async runtime.
+async fn blocking<T, F>(f: F) -> Result<T, ImageError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ImageError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ImageError::io("image task failed", io::Error::other(e)))?
+}
+
+/// The hex part of a `sha256:<64 lowercase hex>` digest; `None` for anything else
+/// (other algorithms, uppercase, path separators...).
+fn sha256_hex(digest: &str) -> Option<&str> {
+    let hex = digest.strip_prefix("sha256:")?;
+    let ok = hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    ok.then_some(hex)
+}
+
+/// A name no other unpack (in this or another process) uses at the same time.
+fn unique_suffix() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{}-{nanos}-{n}", std::process::id())
+}
+
+// ---------------------------------------------------------------------------
+// Reading the layout
+// ---------------------------------------------------------------------------
+
+/// What a layout resolves to: the manifest for this host and its config.
+#[derive(Debug)]
+struct Resolved {
+    layout: Layout,
+    digest: String,
+    manifest: ImageManifest,
+    config: ImageConfig,
+}
+
+/// An OCI image layout directory whose header has been checked.
+#[derive(Debug)]
+struct Layout {
+    dir: PathBuf,
+}
+
+/// Whether a descriptor points at an index or a manifest.
+enum BlobKind {
+    Index,
+    Manifest,
+}
+
+impl Layout {
+    /// Checks that `dir` is a layout: a directory with a version 1 `oci-layout` and an `index.json`.
+    fn open(dir: &Path) -> Result<Layout, ImageError> {
+        let not_layout = |reason: &str| ImageError::NotALayout {
+            path: dir.to_path_buf(),
+            reason: reason.into(),
+        };
+        match fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(not_layout("not a directory")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(not_layout("no such directory"));
+            }
+            Err(e) => return Err(ImageError::io(format!("cannot stat {}", dir.display()), e)),
+        }
+        let header_path = dir.join("oci-layout");
+        let header =
+            read_optional(&header_path)?.ok_or_else(|| not_layout("no oci-layout file"))?;
+        let header: OciLayout = parse_json(&header_path, "oci-layout", &header)?;
+        let version = header.image_layout_version();
+        if !version.starts_with("1.") {
+            return Err(ImageError::invalid(
+                &header_path,
+                format!("unsupported imageLayoutVersion {version:?} (expected 1.x)"),
+            ));
+        }
+        if !dir.join("index.json").is_file() {
+            return Err(not_layout("no index.json"));
+        }
+        Ok(Layout {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Follows index.json (and nested indexes) to this host's manifest, and reads its config.
+    fn resolve(self) -> Result<Resolved, ImageError> {
+        let index_path = self.dir.join("index.json");
+        let bytes = fs::read(&index_path)
+            .map_err(|e| ImageError::io(format!("cannot read {}", index_path.display()), e))?;
+        let index: ImageIndex = parse_json(&index_path, "index.json", &bytes)?;
+        let mut entries = index.manifests().clone();
+        let mut source = "index.json".to_owned();
+        for _ in 0..MAX_INDEX_DEPTH {
+            let desc = pick_manifest(&entries, "linux", host_arch())
+                .map_err(|reason| ImageError::invalid(&self.dir, format!("{source} {reason}")))?
+                .clone();
+            let bytes = self.read_json_blob(&desc)?;
+            let what = desc.digest().to_string();
+            match self.blob_kind(&desc)? {
+                BlobKind::Index => {
+                    let index: ImageIndex = parse_json(&self.dir, &what, &bytes)?;
+                    entries = index.manifests().clone();
+                    source = format!("image index {what}");
+                }
+                BlobKind::Manifest => {
+                    let manifest: ImageManifest = parse_json(&self.dir, &what, &bytes)?;
+                    let config = self.read_config(&what, &manifest)?;
+                    return Ok(Resolved {
+                        layout: self,
+                        digest: what,
+                        manifest,
+                        config,
+                    });
+                }
+            }
+        }
+        Err(ImageError::invalid(
+            &self.dir,
+            format!("image indexes are nested more than {MAX_INDEX_DEPTH} deep"),
+        ))
+    }
+
+    fn blob_kind(&self, desc: &Descriptor) -> Result<BlobKind, ImageError> {
+        match desc.media_type().to_string().as_str() {
+            MEDIA_OCI_INDEX | MEDIA_DOCKER_LIST => Ok(BlobKind::Index),
+            MEDIA_OCI_MANIFEST | MEDIA_DOCKER_MANIFEST => Ok(BlobKind::Manifest),
+            other => Err(ImageError::invalid(
+                &self.dir,
+                format!("{} has unsupported media type {other}", desc.digest()),
+            )),
+        }
+    }
+
+    /// Reads and converts the image config a manifest points at.
+    fn read_config(
+        &self,
+        manifest_digest: &str,
+        manifest: &ImageManifest,
+    ) -> Result<ImageConfig, ImageError> {
+        let desc = manifest.config();
+        let media_type = desc.media_type().to_string();
+        if media_type != MEDIA_OCI_CONFIG && media_type != MEDIA_DOCKER_CONFIG {
+            return Err(ImageError::invalid(
+                &self.dir,
+                format!(
+                    "manifest {manifest_digest} is not a container image (config media type {media_type})"
+                ),
+            ));
+        }
+        let bytes = self.read_json_blob(desc)?;
+        let config: ImageConfiguration = parse_json(&self.dir, desc.digest().as_ref(), &bytes)?;
+        Ok(ImageConfig::from_oci(&config))
+    }
+
+    /// Where a descriptor's blob lives; rejects anything but a well-formed sha256 digest.
+    fn blob_path(&self, desc: &Descriptor) -> Result<PathBuf, ImageError> {
+        let digest = desc.digest().to_string();
+        let hex = sha256_hex(&digest).ok_or_else(|| {
+            ImageError::invalid(
+                &self.dir,
+                format!(
+                    "unsupported digest {digest:?}: only sha256:<64 lowercase hex> is accepted"
+                ),
+            )
+        })?;
+        Ok(self.dir.join("blobs").join("sha256").join(hex))
+    }
+
+    /// Reads a small JSON blob into memory, verified against its descriptor.
+    fn read_json_blob(&self, desc: &Descriptor) -> Result<Vec<u8>, ImageError> {
+        let path = self.blob_path(desc)?;
+        if desc.size() > MAX_JSON_BLOB {
+            return Err(ImageError::invalid(
+                &path,
+                format!(
+                    "blob {} is too large ({} bytes) for metadata",
+                    desc.digest(),
+                    desc.size()
+                ),
+            ));
+        }
+        let bytes = read_optional(&path)?.ok_or_else(|| {
+            ImageError::invalid(&path, format!("blob {} is missing", desc.digest()))
+        })?;
+        verify(&path, desc, bytes.len() as u64, &Sha256::digest(&bytes))?;
+        Ok(bytes)
+    }
+
+    /// Hashes a (possibly large) blob file and checks it against its descriptor.
+    fn verify_blob_file(&self, desc: &Descriptor) -> Result<PathBuf, ImageError> {
+        let path = self.blob_path(desc)?;
+        let mut file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(ImageError::invalid(
+                    &path,
+                    format!("blob {} is missing", desc.digest()),
+                ));
+            }
+            Err(e) => return Err(ImageError::io(format!("cannot open {}", path.display()), e)),
+        };
+        let mut hasher = Sha256::new();
+        let size = io::copy(&mut file, &mut hasher)
+            .map_err(|e| ImageError::io(format!("cannot read {}", path.display()), e))?;
+        verify(&path, desc, size, &hasher.finalize())?;
+        Ok(path)
+    }
+}
+
+/// Checks a blob's size and sha256 against its descriptor.
+fn verify(path: &Path, desc: &Descriptor, size: u64, sha256: &[u8]) -> Result<(), ImageError> {
+    let expected = desc.digest().to_string();
+    let actual = format!("sha256:{}", hex::encode(sha256));
+    if actual != expected {
+        return Err(ImageError::invalid(
+            path,
+            format!("blob {expected} has digest {actual}: it is corrupt or was tampered with"),
+        ));
+    }
+    if size != desc.size() {
+        return Err(ImageError::invalid(
+            path,
+            format!(
+                "blob {expected} is {size} bytes but its descriptor says {}",
+                desc.size()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Chooses which entry of an index to follow (see the module docs).
+fn pick_manifest<'a>(
+    entries: &'a [Descriptor],
+    os: &str,
+    arch: &str,
+) -> Result<&'a Descriptor, String> {
+    let for_platform = |d: &&Descriptor| {
+        d.platform()
+            .as_ref()
+            .is_some_and(|p| p.os().to_string() == os && p.architecture().to_string() == arch)
+    };
+    if let Some(d) = entries.iter().find(for_platform) {
+        return Ok(d);
+    }
+    match entries {
+        [] => Err("lists no manifests".into()),
+        [only] => Ok(only),
+        [first, ..] if entries.iter().all(|d| d.platform().is_none()) => Ok(first),
+        _ => {
+            let available: Vec<String> = entries
+                .iter()
+                .filter_map(|d| d.platform().as_ref())
+                .map(|p| format!("{}/{}", p.os(), p.architecture()))
+                .collect();
+            Err(format!(
+                "has no manifest for {os}/{arch} (it has {})",
+                available.join(", ")
+            ))
+        }
+    }
+}
+
+/// The OCI name of this host's architecture.
+fn host_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        other => other,
+    }
+}
+
+/// Reads a whole file, or `None` if it does not exist.
+fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, ImageError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ImageError::io(format!("cannot read {}", path.display()), e)),
+    }
+}
+
+fn parse_json<T: DeserializeOwned>(path: &Path, what: &str, bytes: &[u8]) -> Result<T, ImageError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ImageError::invalid(path, format!("{what} is not valid: {e}")))
+}
+
+impl ImageConfig {
+    fn from_oci(image: &ImageConfiguration) -> ImageConfig {
+        let Some(config) = image.config() else {
+            return ImageConfig::default();
+        };
+        let list = |v: &Option<Vec<String>>| v.clone().unwrap_or_default();
+        ImageConfig {
+            env: list(config.env()).iter().map(|kv| split_env(kv)).collect(),
+            working_dir: config.working_dir().clone().filter(|d| !d.is_empty()),
+            entrypoint: list(config.entrypoint()),
+            cmd: list(config.cmd()),
+            user: config.user().clone().filter(|u| !u.is_empty()),
+        }
+    }
+}
+
+/// Splits "K=V" at the first '='; an entry without '=' has an empty value.
+fn split_env(kv: &str) -> (String, String) {
+    let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+    (k.to_owned(), v.to_owned())
+}
+
+// ---------------------------------------------------------------------------
+// The cache
+// ---------------------------------------------------------------------------
+
+/// Unpacks an image into `root/tmp-*` and renames it to `dest` (the caller holds the digest lock).
+fn unpack_image(root: &Path, dest: &Path, image: &Resolved) -> Result<(), ImageError> {
+    fs::create_dir_all(root)
+        .map_err(|e| ImageError::io(format!("cannot create {}", root.display()), e))?;
+    if dest.exists() && !dest.join("complete").exists() {
+        // Left by something other than a finished unpack.
+        remove_entry(root, dest)?;
+    }
+    let tmp = root.join(format!("tmp-{}", unique_suffix()));
+    fs::create_dir(&tmp)
+        .map_err(|e| ImageError::io(format!("cannot create {}", tmp.display()), e))?;
+    if let Err(e) = fill_entry(&tmp, image) {
+        discard(&tmp);
+        return Err(e);
+    }
+    if let Err(e) = fs::rename(&tmp, dest) {
+        discard(&tmp);
+        if !dest.join("complete").exists() {
+            return Err(ImageError::io(
+                format!("cannot move {} to {}", tmp.display(), dest.display()),
+                e,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Writes a whole cache entry (rootfs, config.json, then the complete marker) into `dir`.
+fn fill_entry(dir: &Path, image: &Resolved) -> Result<(), ImageError> {
+    let rootfs = dir.join("rootfs");
+    fs::create_dir(&rootfs)
+        .and_then(|()| fs::set_permissions(&rootfs, fs::Permissions::from_mode(0o755)))
+        .map_err(|e| ImageError::io(format!("cannot create {}", rootfs.display()), e))?;
+    unpack_layers(&image.layout, image.manifest.layers(), &rootfs)?;
+    let config = serde_json::to_vec_pretty(&image.config)
+        .map_err(|e| ImageError::io("cannot serialize image config", e.into()))?;
+    write_file(&dir.join("config.json"), &config)?;
+    write_file(&dir.join("complete"), image.digest.as_bytes())
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ImageError> {
+    fs::write(path, bytes)
+        .map_err(|e| ImageError::io(format!("cannot write {}", path.display()), e))
+}
+
+/// Removes a cache entry: renamed aside first, so a crash never leaves half an entry under its digest.
+fn remove_entry(root: &Path, entry: &Path) -> Result<(), ImageError> {
+    let aside = root.join(format!("tmp-{}", unique_suffix()));
+    match fs::rename(entry, &aside) {
+        Ok(()) => fs::remove_dir_all(&aside)
+            .map_err(|e| ImageError::io(format!("cannot remove {}", aside.display()), e)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(ImageError::io(
+            format!("cannot move {} aside", entry.display()),
+            e,
+        )),
+    }
+}
+
+/// Best-effort removal of a failed unpack's temp dir.
+fn discard(tmp: &Path) {
+    if let Err(e) = fs::remove_dir_all(tmp) {
+        tracing::warn!(path = %tmp.display(), error = %e, "cannot remove temporary image directory");
+    }
+}
+
+/// Digests of the cache entries under `root`.
+fn cached_digests(root: &Path) -> Result<Vec<String>, ImageError> {
+    let entries = match fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(ImageError::io(format!("cannot list {}", root.display()), e)),
+    };
+    let mut digests = Vec::new();
+    for entry in entries {
+        let entry =
+            entry.map_err(|e| ImageError::io(format!("cannot list {}", root.display()), e))?;
+        let digest = format!("sha256:{}", entry.file_name().to_string_lossy());
+        if sha256_hex(&digest).is_some() {
+            digests.push(digest);
+        }
+    }
+    Ok(digests)
+}
+
+// ---------------------------------------------------------------------------
+// Flattening layers
+// ---------------------------------------------------------------------------
+
+/// What one layer deletes from the layers below it.
+#[derive(Debug, Default)]
+struct Whiteouts {
+    /// Paths named by `.wh.<name>` files.
+    removed: Vec<PathBuf>,
+    /// Directories marked with `.wh..wh..opq`: their lower contents go.
+    opaque: Vec<PathBuf>,
+}
+
+/// A layer blob being read, with what to name in errors.
+struct LayerBlob<'a> {
+    path: PathBuf,
+    digest: String,
+    media_type: &'a str,
+}
+
+/// Flattens `layers` (bottom to top) into `rootfs`.
+fn unpack_layers(layout: &Layout, layers: &[Descriptor], rootfs: &Path) -> Result<(), ImageError> {
+    let mut dir_mtimes = HashMap::new();
+    for desc in layers {
+        let media_type = desc.media_type().to_string();
+        let layer = LayerBlob {
+            path: layout.blob_path(desc)?,
+            digest: desc.digest().to_string(),
+            media_type: &media_type,
+        };
+        check_layer_media_type(&layer)?;
+        layout.verify_blob_file(desc)?;
+        let whiteouts = layer.scan_whiteouts()?;
+        apply_whiteouts(rootfs, &whiteouts)
+            .map_err(|e| layer.error("cannot apply whiteouts", e))?;
+        layer.extract(rootfs, &mut dir_mtimes)?;
+    }
+    restore_dir_mtimes(rootfs, &dir_mtimes);
+    Ok(())
+}
+
+fn check_layer_media_type(layer: &LayerBlob) -> Result<(), ImageError> {
+    if LAYER_MEDIA_TYPES.contains(&layer.media_type) {
+        Ok(())
+    } else if layer.media_type.contains("zstd") {
+        Err(layer.invalid(ZSTD_UNSUPPORTED))
+    } else {
+        Err(layer.invalid(format!("unsupported layer media type {}", layer.media_type)))
+    }
+}
+
+impl LayerBlob<'_> {
+    fn invalid(&self, reason: impl std::fmt::Display) -> ImageError {
+        ImageError::invalid(&self.path, format!("layer {}: {reason}", self.digest))
+    }
+
+    /// An error while reading or writing this layer: malformed data is `Invalid`, the rest `Io`.
+    fn error(&self, what: &str, e: io::Error) -> ImageError {
+        use io::ErrorKind::*;
+        match e.kind() {
+            Other | InvalidData | InvalidInput | UnexpectedEof => {
+                self.invalid(format!("{what}: {}", with_causes(&e)))
+            }
+            _ => ImageError::io(format!("layer {}: {what}", self.digest), e),
+        }
+    }
+
+    /// Opens the layer as a tar stream, decompressing gzip (detected by its magic bytes).
+    fn open(&self) -> Result<tar::Archive<Box<dyn Read>>, ImageError> {
+        let file = File::open(&self.path)
+            .map_err(|e| ImageError::io(format!("cannot open {}", self.path.display()), e))?;
+        let mut reader = BufReader::new(file);
+        let head = reader
+            .fill_buf()
+            .map_err(|e| self.error("cannot read", e))?;
+        let stream: Box<dyn Read> = if head.starts_with(GZIP_MAGIC) {
+            Box::new(flate2::read::MultiGzDecoder::new(reader))
+        } else if head.starts_with(ZSTD_MAGIC) {
+            return Err(self.invalid(ZSTD_UNSUPPORTED));
+        } else {
+            Box::new(reader)
+        };
+        let mut archive = tar::Archive::new(stream);
+        archive.set_preserve_permissions(true);
+        archive.set_preserve_mtime(true);
+        archive.set_preserve_ownerships(false);
+        archive.set_unpack_xattrs(false);
+        archive.set_overwrite(true);
+        Ok(archive)
+    }
+
+    /// First pass: validates every entry path and collects the whiteouts.
+    fn scan_whiteouts(&self) -> Result<Whiteouts, ImageError> {
+        let mut archive = self.open()?;
+        let mut whiteouts = Whiteouts::default();
+        let entries = archive
+            .entries()
+            .map_err(|e| self.error("cannot read tar", e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| self.error("cannot read tar", e))?;
+            let rel = self.entry_path(&entry)?;
+            let (Some(name), Some(parent)) = (rel.file_name(), rel.parent()) else {
+                continue;
+            };
+            let Some(target) = name.as_bytes().strip_prefix(WHITEOUT_PREFIX) else {
+                continue;
+            };
+            if name.as_bytes() == OPAQUE_WHITEOUT {
+                whiteouts.opaque.push(parent.to_path_buf());
+            } else if target.starts_with(WHITEOUT_PREFIX) || matches!(target, b"" | b"." | b"..") {
+                tracing::debug!(layer = %self.digest, entry = %rel.display(), "ignoring special whiteout");
+            } else {
+                whiteouts
+                    .removed
+                    .push(parent.join(OsStr::from_bytes(target)));
+            }
+        }
+        Ok(whiteouts)
+    }
+
+    /// Second pass: extracts every entry except whiteouts and special files.
+    fn extract(
+        &self,
+        rootfs: &Path,
+        dir_mtimes: &mut HashMap<PathBuf, u64>,
+    ) -> Result<(), ImageError> {
+        let mut archive = self.open()?;
+        let entries = archive
+            .entries()
+            .map_err(|e| self.error("cannot read tar", e))?;
+        for entry in entries {
+            let mut entry = entry.map_err(|e| self.error("cannot read tar", e))?;
+            let rel = self.entry_path(&entry)?;
+            let kind = entry.header().entry_type();
+            if rel.as_os_str().is_empty() || is_whiteout(&rel) || !self.wanted(&rel, kind) {
+                continue;
+            }
+            let what = || format!("cannot unpack {}", rel.display());
+            make_room(rootfs, &rel, kind.is_dir()).map_err(|e| self.error(&what(), e))?;
+            let unpacked = entry
+                .unpack_in(rootfs)
+                .map_err(|e| self.error(&what(), e))?;
+            if !unpacked {
+                return Err(self.invalid(format!("refusing unsafe entry {}", rel.display())));
+            }
+            if kind.is_dir() {
+                ensure_owner_rwx(rootfs, &rel).map_err(|e| self.error(&what(), e))?;
+                if let Ok(mtime) = entry.header().mtime() {
+                    dir_mtimes.insert(rel, mtime);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether an entry of this kind is unpacked; device nodes, FIFOs and the like are skipped.
+    fn wanted(&self, rel: &Path, kind: EntryType) -> bool {
+        use EntryType::*;
+        match kind {
+            Regular | Continuous | GNUSparse | Directory | Symlink | Link => true,
+            Char | Block | Fifo => {
+                tracing::debug!(layer = %self.digest, entry = %rel.display(), ?kind, "skipping special file");
+                false
+            }
+            _ => {
+                tracing::debug!(layer = %self.digest, entry = %rel.display(), ?kind, "skipping entry type");
+                false
+            }
+        }
+    }
+
+    /// An entry's path made relative (leading `/` and `.` dropped); `..` anywhere is an error.
+    fn entry_path<R: Read>(&self, entry: &tar::Entry<R>) -> Result<PathBuf, ImageError> {
+        let path = entry.path().map_err(|e| self.error("bad entry path", e))?;
+        let mut rel = PathBuf::new();
+        for component in path.components() {
+            match component {
+                Component::Normal(part) => rel.push(part),
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+                Component::ParentDir => {
+                    return Err(self.invalid(format!("unsafe path {} (has `..`)", path.display())));
+                }
+            }
+        }
+        Ok(rel)
+    }
+}
+
+/// An error and its sources, joined by ": " (the tar crate keeps the useful part in the source).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text = format!("{text}: {cause}");
+        source = cause.source();
+    }
+    text
+}
+
+fn is_whiteout(rel: &Path) -> bool {
+    rel.file_name()
+        .is_some_and(|n| n.as_bytes().starts_with(WHITEOUT_PREFIX))
+}
+
+/// `rootfs/rel` if every parent of it inside `rootfs` is a real directory (not a symlink),
+/// so that acting on it cannot touch anything outside `rootfs`.
+fn safe_join(rootfs: &Path, rel: &Path) -> Option<PathBuf> {
+    let mut path = rootfs.to_path_buf();
+    let mut components = rel.components().peekable();
+    while let Some(component) = components.next() {
+        let Component::Normal(part) = component else {
+            return None;
+        };
+        path.push(part);
+        let is_last = components.peek().is_none();
+        if !is_last && !fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            return None;
+        }
+    }
+    Some(path)
+}
+
+/// Deletes whiteouts' targets. Paths under a symlink or a non-directory are left alone.
+fn apply_whiteouts(rootfs: &Path, whiteouts: &Whiteouts) -> io::Result<()> {
+    for dir in &whiteouts.opaque {
+        if let Some(dir) = safe_join(rootfs, dir).filter(|d| is_real_dir(d)) {
+            for child in fs::read_dir(&dir)? {
+                remove_any(&child?.path())?;
+            }
+        }
+    }
+    for path in &whiteouts.removed {
+        if let Some(path) = safe_join(rootfs, path) {
+            remove_any(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes what a lower layer left at `rel` unless a directory merges with a directory.
+fn make_room(rootfs: &Path, rel: &Path, new_is_dir: bool) -> io::Result<()> {
+    let Some(path) = safe_join(rootfs, rel) else {
+        return Ok(());
+    };
+    match fs::symlink_metadata(&path) {
+        Ok(m) if m.is_dir() && new_is_dir => Ok(()),
+        Ok(_) => remove_any(&path),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes a file, symlink or directory tree without following symlinks; absent is fine.
+fn remove_any(path: &Path) -> io::Result<()> {
+    let result = match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(path),
+        Ok(_) => fs::remove_file(path),
+        Err(e) => Err(e),
+    };
+    match result {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+fn is_real_dir(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+}
+
+/// Gives a just-unpacked directory `u+rwx`, so later entries, whiteouts and removal work unprivileged.
+fn ensure_owner_rwx(rootfs: &Path, rel: &Path) -> io::Result<()> {
+    let Some(path) = safe_join(rootfs, rel) else {
+        return Ok(());
+    };
+    let meta = fs::symlink_metadata(&path)?;
+    let mode = meta.permissions().mode();
+    if meta.is_dir() && mode & 0o700 != 0o700 {
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode | 0o700))?;
+    }
+    Ok(())
+}
+
+/// Sets directories' mtimes from their (topmost) layer entries, once nothing writes into them anymore.
+fn restore_dir_mtimes(rootfs: &Path, mtimes: &HashMap<PathBuf, u64>) {
+    for (rel, &mtime) in mtimes {
+        let Some(path) = safe_join(rootfs, rel).filter(|p| is_real_dir(p)) else {
+            continue;
+        };
+        let modified = UNIX_EPOCH + Duration::from_secs(mtime);
+        let result =
+            File::open(&path).and_then(|f| f.set_times(FileTimes::new().set_modified(modified)));
+        if let Err(e) = result {
+            tracing::debug!(path = %path.display(), error = %e, "cannot set directory mtime");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    const MTIME: u64 = 1_600_000_000;
+    const TAR: &str = "application/vnd.oci.image.layer.v1.tar";
+    const TAR_GZIP: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+
+    /// What a test layer entry is; the entry's third field is file content or link target.
+    #[derive(Clone, Copy)]
+    enum Kind {
+        File(u32),
+        Dir(u32),
+        Symlink,
+        Hardlink,
+        Fifo,
+    }
+    use Kind::*;
+
+    type TestEntry<'a> = (&'a str, Kind, &'a str);
+
+    struct Layer<'a> {
+        entries: Vec<TestEntry<'a>>,
+        gzip: bool,
+        media_type: &'a str,
+    }
+
+    fn plain<'a>(entries: Vec<TestEntry<'a>>) -> Layer<'a> {
+        Layer {
+            entries,
+            gzip: false,
+            media_type: TAR,
+        }
+    }
+
+    fn gzipped<'a>(entries: Vec<TestEntry<'a>>) -> Layer<'a> {
+        Layer {
+            entries,
+            gzip: true,
+            media_type: TAR_GZIP,
+        }
+    }
+
+    /// A tar archive with the entries' paths written verbatim (so `..` and `/` get through).
+    fn tar_bytes(entries: &[TestEntry]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for &(path, kind, content) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.as_old_mut().name[..path.len()].copy_from_slice(path.as_bytes());
+            let (ty, mode, data) = match kind {
+                File(mode) => (EntryType::Regular, mode, content.as_bytes()),
+                Dir(mode) => (EntryType::Directory, mode, &[][..]),
+                Symlink => (EntryType::Symlink, 0o777, &[][..]),
+                Hardlink => (EntryType::Link, 0o644, &[][..]),
+                Fifo => (EntryType::Fifo, 0o644, &[][..]),
+            };
+            if matches!(kind, Symlink | Hardlink) {
+                h.set_link_name(content).unwrap();
+            }
+            h.set_entry_type(ty);
+            h.set_mode(mode);
+            h.set_size(data.len() as u64);
+            h.set_mtime(MTIME);
+            h.set_uid(4321);
+            h.set_gid(4321);
+            h.set_cksum();
+            builder.append(&h, data).unwrap();
+        }
+        builder.into_inner().unwrap()
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(bytes).unwrap();
+        enc.finish().unwrap()
+    }
+
+    /// Stores a blob and returns its descriptor.
+    fn blob(layout: &Path, media_type: &str, bytes: &[u8]) -> Value {
+        let hex = hex::encode(Sha256::digest(bytes));
+        let dir = layout.join("blobs/sha256");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join(&hex), bytes).unwrap();
+        json!({"mediaType": media_type, "digest": format!("sha256:{hex}"), "size": bytes.len()})
+    }
+
+    fn json_blob(layout: &Path, media_type: &str, value: &Value) -> Value {
+        blob(layout, media_type, &serde_json::to_vec(value).unwrap())
+    }
+
+    fn default_config() -> Value {
+        json!({"Env": ["PATH=/bin"], "Cmd": ["sh"]})
+    }
+
+    /// Stores layers, config and manifest; returns the manifest descriptor.
+    fn image(layout: &Path, layers: &[Layer], config: Value, arch: &str) -> Value {
+        let layers: Vec<Value> = layers
+            .iter()
+            .map(|l| {
+                let tar = tar_bytes(&l.entries);
+                let bytes = if l.gzip { gzip(&tar) } else { tar };
+                blob(layout, l.media_type, &bytes)
+            })
+            .collect();
+        let config = json!({
+            "architecture": arch, "os": "linux", "config": config,
+            "rootfs": {"type": "layers", "diff_ids": []},
+        });
+        let config = json_blob(layout, MEDIA_OCI_CONFIG, &config);
+        let manifest = json!({"schemaVersion": 2, "mediaType": MEDIA_OCI_MANIFEST, "config": config, "layers": layers});
+        json_blob(layout, MEDIA_OCI_MANIFEST, &manifest)
+    }
+
+    fn index(manifests: Vec<Value>) -> Value {
+        json!({"schemaVersion": 2, "mediaType": MEDIA_OCI_INDEX, "manifests": manifests})
+    }
+
+    fn write_layout_files(layout: &Path, manifests: Vec<Value>) {
+        fs::write(
+            layout.join("oci-layout"),
+            r#"{"imageLayoutVersion":"1.0.0"}"#,
+        )
+        .unwrap();
+        fs::write(
+            layout.join("index.json"),
+            serde_json::to_vec(&index(manifests)).unwrap(),
+        )
+        .unwrap();
+    }
+
+    /// A layout with one image made of `layers`.
+    fn make_layout(dir: &Path, layers: &[Layer]) -> PathBuf {
+        make_layout_with_config(dir, layers, default_config())
+    }
+
+    fn make_layout_with_config(dir: &Path, layers: &[Layer], config: Value) -> PathBuf {
+        let layout = dir.join("layout");
+        fs::create_dir_all(&layout).unwrap();
+        let manifest = image(&layout, layers, config, host_arch());
+        write_layout_files(&layout, vec![manifest]);
+        layout
+    }
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+        store: ImageStore,
+    }
+
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ImageStore::new(dir.path().join("images"));
+        Fixture { dir, store }
+    }
+
+    fn invalid_reason(result: Result<Image, ImageError>) -> String {
+        match result {
+            Err(ImageError::Invalid { reason, .. }) => reason,
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+
+    /// Every path under `dir` (relative), for checking nothing stray was left.
+    fn walk(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                out.push(p.strip_prefix(dir).unwrap().display().to_string());
+                if is_real_dir(&p) {
+                    stack.push(p);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn mode(path: &Path) -> u32 {
+        fs::symlink_metadata(path).unwrap().mode() & 0o7777
+    }
+
+    #[tokio::test]
+    async fn single_layer() {
+        let f = fixture();
+        let layout = make_layout(
+            f.dir.path(),
+            &[plain(vec![
+                ("./", Dir(0o755), ""),
+                ("bin/", Dir(0o755), ""),
+                ("bin/tool", File(0o4755), "#!/bin/sh\n"),
+                ("bin/sh", Symlink, "tool"),
+                ("bin/hard", Hardlink, "bin/tool"),
+                ("/abs/file", File(0o600), "abs"),
+                ("tmp/", Dir(0o1777), ""),
+                ("dev/null", Fifo, ""),
+            ])],
+        );
+        let image = f.store.from_layout(&layout).await.unwrap();
+        let rootfs = &image.rootfs;
+        assert!(image.digest.starts_with("sha256:"));
+        assert_eq!(
+            rootfs,
+            &f.dir
+                .path()
+                .join("images")
+                .join(&image.digest[7..])
+                .join("rootfs")
+        );
+        assert_eq!(
+            fs::read_to_string(rootfs.join("bin/tool")).unwrap(),
+            "#!/bin/sh\n"
+        );
+        assert_eq!(mode(&rootfs.join("bin/tool")), 0o4755);
+        assert_eq!(
+            fs::read_link(rootfs.join("bin/sh")).unwrap(),
+            Path::new("tool")
+        );
+        let (tool, hard) = (
+            fs::metadata(rootfs.join("bin/tool")).unwrap(),
+            fs::metadata(rootfs.join("bin/hard")).unwrap(),
+        );
+        assert_eq!(tool.ino(), hard.ino());
+        assert_eq!(fs::read_to_string(rootfs.join("abs/file")).unwrap(), "abs");
+        assert_eq!(mode(&rootfs.join("tmp")), 0o1777);
+        assert!(!rootfs.join("dev/null").exists(), "FIFOs are skipped");
+        // Ownership is ours, mtimes are the layer's (directories too).
+        let me = fs::metadata(f.dir.path()).unwrap().uid();
+        assert_eq!(tool.uid(), me);
+        assert_eq!(tool.mtime() as u64, MTIME);
+        assert_eq!(
+            fs::metadata(rootfs.join("bin")).unwrap().mtime() as u64,
+            MTIME
+        );
+
+        let entry = rootfs.parent().unwrap();
+        assert!(entry.join("complete").exists());
+        let config: ImageConfig =
+            serde_json::from_slice(&fs::read(entry.join("config.json")).unwrap()).unwrap();
+        assert_eq!(config, image.config);
+
+        // The second time comes from the cache.
+        let again = f.store.from_layout(&layout).await.unwrap();
+        assert_eq!(again.rootfs, image.rootfs);
+        assert_eq!(f.store.unpack_count(), 1);
+    }
+
+    #[tokio::test]
+    async fn whiteouts_remove_lower_files_and_opaque_dirs() {
+        let f = fixture();
+        let layout = make_layout(
+            f.dir.path(),
+            &[
+                plain(vec![
+                    ("etc/a", File(0o644), "a"),
+                    ("etc/b", File(0o644), "b"),
+                    ("etc/gone/deep", File(0o644), "d"),
+                    ("opq/x", File(0o644), "x"),
+                    ("opq/sub/y", File(0o644), "y"),
+                    ("keep/z", File(0o644), "z"),
+                ]),
+                gzipped(vec![
+                    ("etc/.wh.a", File(0o644), ""),
+                    ("etc/.wh.gone", File(0o644), ""),
+                    ("opq/", Dir(0o755), ""),
+                    ("opq/new", File(0o644), "new"),
+                    // The marker comes after this layer's own entry: it must not delete it.
+                    ("opq/.wh..wh..opq", File(0o644), ""),
+                    ("etc/.wh.never-existed", File(0o644), ""),
+                ]),
+            ],
+        );
+        let image = f.store.from_layout(&layout).await.unwrap();
+        assert_eq!(
+            walk(&image.rootfs),
+            ["etc", "etc/b", "keep", "keep/z", "opq", "opq/new"]
+        );
+    }
+
+    #[tokio::test]
+    async fn upper_layers_replace_files_with_dirs_and_back() {
+        let f = fixture();
+        let layout = make_layout(
+            f.dir.path(),
+            &[
+                plain(vec![
+                    ("a", File(0o644), "file"),
+                    ("b/inner", File(0o644), "x"),
+                    ("c", Symlink, "a"),
+                ]),
+                plain(vec![
+                    ("a/", Dir(0o755), ""),
+                    ("a/in", File(0o644), "y"),
+                    ("b", File(0o644), "now a file"),
+                    ("c", File(0o644), "c"),
+                ]),
+            ],
+        );
+        let rootfs = f.store.from_layout(&layout).await.unwrap().rootfs;
+        assert_eq!(fs::read_to_string(rootfs.join("a/in")).unwrap(), "y");
+        assert_eq!(fs::read_to_string(rootfs.join("b")).unwrap(), "now a file");
+        assert_eq!(fs::read_to_string(rootfs.join("c")).unwrap(), "c");
+        assert!(!fs::symlink_metadata(rootfs.join("c")).unwrap().is_symlink());
+    }
+
+    #[tokio::test]
+    async fn digest_mismatch_is_rejected() {
+        let f = fixture();
+        let layout = make_layout(f.dir.path(), &[plain(vec![("a", File(0o644), "a")])]);
+        // Corrupt the largest blob: the layer.
+        let blobs = layout.join("blobs/sha256");
+        let layer = fs::read_dir(&blobs)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .max_by_key(|p| fs::metadata(p).unwrap().len())
+            .unwrap();
+        let mut bytes = fs::read(&layer).unwrap();
+        bytes[600] ^= 1;
+        fs::write(&layer, bytes).unwrap();
+        let reason = invalid_reason(f.store.from_layout(&layout).await);
+        let name = layer.file_name().unwrap().to_str().unwrap();
+        assert!(
+            reason.contains(&format!("blob sha256:{name} has digest")),
+            "{reason}"
+        );
+        assert_eq!(
+            walk(&f.dir.path().join("images")),
+            Vec::<String>::new(),
+            "no cache entry, no temp dir"
+        );
+    }
+
+    #[tokio::test]
+    async fn malformed_digests_are_rejected() {
+        let f = fixture();
+        let layout = make_layout(f.dir.path(), &[plain(vec![("a", File(0o644), "a")])]);
+        for digest in [
+            "sha256:../../../../etc/passwd",
+            "sha512:abcd",
+            &format!("sha256:{}", "A".repeat(64)),
+        ] {
+            let desc = json!({"mediaType": MEDIA_OCI_MANIFEST, "digest": digest, "size": 10});
+            fs::write(
+                layout.join("index.json"),
+                serde_json::to_vec(&index(vec![desc])).unwrap(),
+            )
+            .unwrap();
+            let reason = invalid_reason(f.store.from_layout(&layout).await);
+            // oci-spec's own digest check may catch it first, while parsing index.json.
+            assert!(
+                reason.contains("digest") || reason.contains("index.json is not valid"),
+                "{digest}: {reason}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn not_a_layout() {
+        let f = fixture();
+        let dir = f.dir.path().join("empty");
+        fs::create_dir(&dir).unwrap();
+        match f.store.from_layout(&dir).await {
+            Err(ImageError::NotALayout { reason, .. }) => {
+                assert!(reason.contains("oci-layout"), "{reason}")
+            }
+            other => panic!("expected NotALayout, got {other:?}"),
+        }
+        fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+        match f.store.from_layout(&dir).await {
+            Err(ImageError::NotALayout { reason, .. }) => {
+                assert!(reason.contains("index.json"), "{reason}")
+            }
+            other => panic!("expected NotALayout, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn dotdot_entry_does_not_escape() {
+        let f = fixture();
+        let layout = make_layout(
+            f.dir.path(),
+            &[plain(vec![
+                ("ok", File(0o644), "ok"),
+                ("../escape", File(0o644), "x"),
+                ("a/../../../escape2", File(0o644), "x"),
+            ])],
+        );
+        let reason = invalid_reason(f.store.from_layout(&layout).await);
+        assert!(reason.contains("unsafe path ../escape"), "{reason}");
+        let all = walk(f.dir.path());
+        assert!(!all.iter().any(|p| p.contains("escape")), "{all:?}");
+        assert_eq!(walk(&f.dir.path().join("images")), Vec::<String>::new());
+    }
+
+    #[tokio::test]
+    async fn symlinks_do_not_let_later_entries_escape() {
+        let f = fixture();
+        let outside = f.dir.path().join("outside");
+        fs::create_dir(&outside).unwrap();
+        fs::write(outside.join("victim"), "precious").unwrap();
+        let target = outside.to_str().unwrap();
+        let cases: Vec<Vec<Layer>> = vec![
+            // Absolute symlink in a lower layer, written through by an upper one.
+            vec![
+                plain(vec![("evil", Symlink, target)]),
+                plain(vec![("evil/pwned", File(0o644), "x")]),
+            ],
+            // Relative symlink climbing out, same layer.
+            vec![plain(vec![
+                ("up", Symlink, "../../../../../../../.."),
+                ("up/pwned", File(0o644), "x"),
+            ])],
+            // Directory entry through the symlink.
+            vec![
+                plain(vec![("evil", Symlink, target)]),
+                plain(vec![("evil/pwned/", Dir(0o755), "")]),
+            ],
+            // Hard links pointing outside.
+            vec![plain(vec![
+                ("evil", Symlink, target),
+                ("pwned", Hardlink, "evil/victim"),
+            ])],
+            vec![plain(vec![("pwned", Hardlink, "../../../outside/victim")])],
+        ];
+        for (i, layers) in cases.iter().enumerate() {
+            let dir = f.dir.path().join(format!("case{i}"));
+            let layout = make_layout(&dir, layers);
+            let reason = invalid_reason(f.store.from_layout(&layout).await);
+            assert!(
+                reason.contains("outside of destination"),
+                "case {i}: {reason}"
+            );
+        }
+        assert_eq!(walk(&outside), ["victim"]);
+        assert_eq!(
+            fs::read_to_string(outside.join("victim")).unwrap(),
+            "precious"
+        );
+
+        // Whiteouts do not follow symlinks either (and a file over a symlink replaces the link).
+        let layout = make_layout(
+            &f.dir.path().join("wh"),
+            &[
+                plain(vec![
+                    ("evil", Symlink, target),
+                    ("link", Symlink, &format!("{target}/victim")),
+                ]),
+                plain(vec![
+                    ("evil/.wh.victim", File(0o644), ""),
+                    ("link", File(0o644), "mine"),
+                ]),
+            ],
+        );
+        let rootfs = f.store.from_layout(&layout).await.unwrap().rootfs;
+        assert_eq!(fs::read_to_string(rootfs.join("link")).unwrap(), "mine");
+        assert_eq!(
+            fs::read_to_string(outside.join("victim")).unwrap(),
+            "precious"
+        );
+    }
+
+    #[tokio::test]
+    async fn gzip_and_plain_layers() {
+        let f = fixture();
+        let mislabelled = Layer {
+            entries: vec![("c", File(0o644), "c")],
+            gzip: true,
+            media_type: TAR,
+        };
+        let docker = Layer {
+            entries: vec![("d", File(0o644), "d")],
+            gzip: true,
+            media_type: "application/vnd.docker.image.rootfs.diff.tar.gzip",
+        };
+        let layout = make_layout(
+            f.dir.path(),
+            &[
+                plain(vec![("a", File(0o644), "a")]),
+                gzipped(vec![("b", File(0o644), "b")]),
+                mislabelled,
+                docker,
+            ],
+        );
+        let rootfs = f.store.from_layout(&layout).await.unwrap().rootfs;
+        assert_eq!(walk(&rootfs), ["a", "b", "c", "d"]);
+    }
+
+    #[tokio::test]
+    async fn zstd_layers_are_refused_clearly() {
+        let f = fixture();
+        let zstd = Layer {
+            entries: vec![("a", File(0o644), "a")],
+            gzip: false,
+            media_type: "application/vnd.oci.image.layer.v1.tar+zstd",
+        };
+        let layout = make_layout(f.dir.path(), &[zstd]);
+        let reason = invalid_reason(f.store.from_layout(&layout).await);
+        assert!(
+            reason.contains("zstd layers are not supported yet"),
+            "{reason}"
+        );
+    }
+
+    /// An architecture that is not this host's.
+    fn other_arch() -> &'static str {
+        if host_arch() == "s390x" {
+            "riscv64"
+        } else {
+            "s390x"
+        }
+    }
+
+    fn with_platform(mut desc: Value, arch: &str) -> Value {
+        desc["platform"] = json!({"os": "linux", "architecture": arch});
+        desc
+    }
+
+    #[tokio::test]
+    async fn index_picks_this_hosts_platform() {
+        let f = fixture();
+        let layout = f.dir.path().join("layout");
+        fs::create_dir(&layout).unwrap();
+        let foreign = image(
+            &layout,
+            &[plain(vec![("foreign", File(0o644), "")])],
+            default_config(),
+            other_arch(),
+        );
+        let native = image(
+            &layout,
+            &[plain(vec![("native", File(0o644), "")])],
+            default_config(),
+            host_arch(),
+        );
+        let nested = index(vec![
+            with_platform(foreign.clone(), other_arch()),
+            with_platform(native.clone(), host_arch()),
+        ]);
+        let nested = json_blob(&layout, MEDIA_OCI_INDEX, &nested);
+        write_layout_files(&layout, vec![nested]);
+
+        let image = f.store.from_layout(&layout).await.unwrap();
+        assert_eq!(image.digest, native["digest"]);
+        assert_eq!(walk(&image.rootfs), ["native"]);
+
+        // Directly in index.json too; and no match is a clear error.
+        write_layout_files(
+            &layout,
+            vec![
+                with_platform(foreign.clone(), other_arch()),
+                with_platform(native, host_arch()),
+            ],
+        );
+        assert_eq!(
+            f.store.from_layout(&layout).await.unwrap().digest,
+            image.digest
+        );
+        write_layout_files(
+            &layout,
+            vec![
+                with_platform(foreign.clone(), other_arch()),
+                with_platform(foreign, "mips64"),
+            ],
+        );
+        let reason = invalid_reason(f.store.from_layout(&layout).await);
+        assert!(
+            reason.contains(&format!("no manifest for linux/{}", host_arch())),
+            "{reason}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_calls_unpack_once() {
+        let f = fixture();
+        let layout = make_layout(f.dir.path(), &[gzipped(vec![("a", File(0o644), "a")])]);
+        let (a, b, c) = tokio::join!(
+            f.store.from_layout(&layout),
+            f.store.from_layout(&layout),
+            f.store.from_layout(&layout)
+        );
+        let (a, b, c) = (a.unwrap(), b.unwrap(), c.unwrap());
+        assert_eq!(a.rootfs, b.rootfs);
+        assert_eq!(a.rootfs, c.rootfs);
+        assert_eq!(f.store.unpack_count(), 1);
+        let entries = walk(&f.dir.path().join("images"));
+        assert_eq!(
+            entries.iter().filter(|p| !p.contains('/')).count(),
+            1,
+            "{entries:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn config_is_parsed() {
+        let f = fixture();
+        let config = json!({
+            "Env": ["PATH=/usr/bin:/bin", "EQ=a=b", "EMPTY="],
+            "WorkingDir": "/work",
+            "Entrypoint": ["/bin/sh", "-c"],
+            "Cmd": ["echo hi"],
+            "User": "1000:1000",
+        });
+        let layout =
+            make_layout_with_config(f.dir.path(), &[plain(vec![("a", File(0o644), "")])], config);
+        let image = f.store.from_layout(&layout).await.unwrap();
+        let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        assert_eq!(
+            image.config,
+            ImageConfig {
+                env: vec![
+                    pair("PATH", "/usr/bin:/bin"),
+                    pair("EQ", "a=b"),
+                    pair("EMPTY", "")
+                ],
+                working_dir: Some("/work".into()),
+                entrypoint: vec!["/bin/sh".into(), "-c".into()],
+                cmd: vec!["echo hi".into()],
+                user: Some("1000:1000".into()),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn read_only_dirs_stay_writable_for_upper_layers() {
+        let f = fixture();
+        let layout = make_layout(
+            f.dir.path(),
+            &[
+                plain(vec![
+                    ("ro/", Dir(0o555), ""),
+                    ("ro/a", File(0o444), "a"),
+                    ("ro/sub/", Dir(0o500), ""),
+                    ("ro/sub/x", File(0o444), "x"),
+                ]),
+                plain(vec![
+                    ("ro/b", File(0o644), "b"),
+                    ("ro/.wh.a", File(0o644), ""),
+                    ("ro/sub/.wh..wh..opq", File(0o644), ""),
+                ]),
+            ],
+        );
+        let image = f.store.from_layout(&layout).await.unwrap();
+        let rootfs = &image.rootfs;
+        assert_eq!(walk(rootfs), ["ro", "ro/b", "ro/sub"]);
+        assert_eq!(mode(&rootfs.join("ro")), 0o755);
+        assert_eq!(mode(&rootfs.join("ro/sub")), 0o700);
+
+        // And the entry can be pruned.
+        let removed = f.store.prune(&HashSet::new()).await.unwrap();
+        assert_eq!(removed, [image.digest]);
+        assert!(!rootfs.exists());
+    }
+
+    #[tokio::test]
+    async fn prune_keeps_what_it_is_told_to() {
+        let f = fixture();
+        let one = make_layout(
+            &f.dir.path().join("one"),
+            &[plain(vec![("one", File(0o644), "")])],
+        );
+        let two = make_layout(
+            &f.dir.path().join("two"),
+            &[plain(vec![("two", File(0o644), "")])],
+        );
+        let one = f.store.from_layout(&one).await.unwrap();
+        let two = f.store.from_layout(&two).await.unwrap();
+        let keep = HashSet::from([one.digest.clone()]);
+        assert_eq!(f.store.prune(&keep).await.unwrap(), [two.digest]);
+        assert!(one.rootfs.join("one").exists());
+        assert!(!two.rootfs.exists());
+        assert_eq!(f.store.prune(&keep).await.unwrap(), Vec::<String>::new());
+    }
+}

@@ -1,0 +1,235 @@
+//! The namespace engine: OCI images run under bubblewrap.
+//!
+//! A started box is one `bwrap` process tree: user, mount, pid, ipc and uts
+//! namespaces (plus a network namespace with only loopback when the box may
+//! reach nothing), the box's own root filesystem, and a static init that
+//! keeps them alive. Every exec joins those namespaces through
+//! [`nsexec`], so all processes of a box share one pid namespace and die
+//! with it.
+//!
+//! Invariants:
+//! - no process outlives its box: stopping kills bwrap, whose pid 1 dies
+//!   with it (`--die-with-parent`), which ends the pid namespace;
+//! - a box's files live in `BOX/rootfs`, a private copy of the cached image,
+//!   and survive stop, start and daemon restarts until the box is removed.
+
+pub mod image;
+pub mod nsexec;
+mod sandbox;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+use super::{Created, Engine, EngineBox, EngineInfo, ExecSpec, Isolation, Process};
+use crate::error::{Error, Result};
+use crate::registry::BoxRecord;
+use image::{ImageConfig, ImageStore};
+use sandbox::Sandbox;
+
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+pub struct NamespaceEngine {
+    info: EngineInfo,
+    bwrap: PathBuf,
+    images: ImageStore,
+    running: Mutex<HashMap<String, Sandbox>>,
+}
+
+impl NamespaceEngine {
+    /// Finds bubblewrap and prepares the image cache under `home`.
+    pub fn new(home: &Path) -> Result<NamespaceEngine> {
+        let bwrap = find_bwrap().ok_or_else(|| {
+            Error::FailedPrecondition(
+                "bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install bubblewrap)".into(),
+            )
+        })?;
+        let version = std::process::Command::new(&bwrap)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default();
+        let info = EngineInfo {
+            name: "namespace",
+            version,
+            isolation: Isolation::Namespace,
+            capabilities: [
+                "exec.stdin",
+                "exec.tty",
+                "exec.signal",
+                "exec.timeout",
+                "exec.attach",
+                "exec.detach",
+                "output.binary",
+                "mounts.readOnly",
+                "box.watch",
+            ]
+            .map(String::from)
+            .to_vec(),
+            notes: vec![
+                "boxes run in Linux namespaces under bubblewrap, not in microVMs".into(),
+                "allow-net is not a host filter yet: an empty list means no network, any entry means the host network".into(),
+                "cpus, memory and disk size are recorded but not enforced".into(),
+            ],
+            network_filtering: false,
+        };
+        Ok(NamespaceEngine {
+            info,
+            bwrap,
+            images: ImageStore::new(home.join("images")),
+            running: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn sandbox_pid(&self, id: &str) -> Result<(i32, bool)> {
+        let running = self.running.lock().expect("sandbox table");
+        let sb = running
+            .get(id)
+            .ok_or_else(|| Error::FailedPrecondition("the box is not running".into()))?;
+        Ok((sb.pid, sb.shares_host_net))
+    }
+}
+
+fn find_bwrap() -> Option<PathBuf> {
+    let from_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("bwrap"));
+    from_path
+        .chain([PathBuf::from("/usr/bin/bwrap"), PathBuf::from("/usr/local/bin/bwrap")])
+        .find(|p| p.is_file())
+}
+
+fn rootfs(record: &BoxRecord) -> PathBuf {
+    record.dir.join("rootfs")
+}
+
+fn image_config_path(record: &BoxRecord) -> PathBuf {
+    record.dir.join("image.json")
+}
+
+#[async_trait]
+impl Engine for NamespaceEngine {
+    fn info(&self) -> &EngineInfo {
+        &self.info
+    }
+
+    async fn create(&self, record: &BoxRecord) -> Result<Created> {
+        let image_ref = &record.spec.image;
+        let layout = Path::new(image_ref);
+        if !layout.is_absolute() {
+            return Err(Error::Unimplemented(format!(
+                "image {image_ref:?}: the namespace engine does not pull from registries yet; \
+                 pass a local OCI image layout directory (an absolute path)"
+            )));
+        }
+        let image = self.images.from_layout(layout).await?;
+        let target = rootfs(record);
+        let out = tokio::process::Command::new("cp")
+            .arg("-a")
+            .arg("--reflink=auto")
+            .arg(&image.rootfs)
+            .arg(&target)
+            .output()
+            .await
+            .map_err(|e| Error::io("run cp", e))?;
+        if !out.status.success() {
+            return Err(Error::Internal(format!(
+                "copying the image into the box failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let config = serde_json::to_vec(&image.config).map_err(|e| Error::Internal(e.to_string()))?;
+        std::fs::write(image_config_path(record), config)
+            .map_err(|e| Error::io("write image.json", e))?;
+
+        let spec = &record.spec;
+        let mut warnings = Vec::new();
+        if spec.cpus.is_some() || spec.memory_mib.is_some() || spec.disk_size_gb.is_some() {
+            warnings.push("the namespace engine does not enforce cpus, memory or disk size".into());
+        }
+        if !spec.allow_net.is_empty() {
+            warnings.push(
+                "the namespace engine does not filter hosts yet: this box shares the host network".into(),
+            );
+        }
+        Ok(Created { image_digest: image.digest, warnings })
+    }
+
+    async fn start(&self, record: &BoxRecord) -> Result<()> {
+        if self.running.lock().expect("sandbox table").contains_key(&record.id) {
+            return Ok(());
+        }
+        let sb = Sandbox::start(&self.bwrap, record, &rootfs(record)).await?;
+        self.running.lock().expect("sandbox table").insert(record.id.clone(), sb);
+        Ok(())
+    }
+
+    async fn stop(&self, record: &BoxRecord, force: bool) -> Result<()> {
+        let sb = self.running.lock().expect("sandbox table").remove(&record.id);
+        if let Some(sb) = sb {
+            sb.stop(force).await;
+        }
+        Ok(())
+    }
+
+    async fn remove(&self, record: &BoxRecord) -> Result<()> {
+        self.stop(record, true).await?;
+        remove_tree(&record.dir).await
+    }
+
+    async fn list(&self) -> Result<Vec<EngineBox>> {
+        Ok(self
+            .running
+            .lock()
+            .expect("sandbox table")
+            .keys()
+            .map(|id| EngineBox { id: id.clone(), running: true })
+            .collect())
+    }
+
+    async fn exec(&self, record: &BoxRecord, spec: ExecSpec) -> Result<Process> {
+        let (pid, host_net) = self.sandbox_pid(&record.id)?;
+        let config: ImageConfig = std::fs::read(image_config_path(record))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let mut env = config.env.clone();
+        for (k, v) in spec.env {
+            env.retain(|(key, _)| *key != k);
+            env.push((k, v));
+        }
+        if !env.iter().any(|(k, _)| k == "PATH") {
+            env.push(("PATH".into(), DEFAULT_PATH.into()));
+        }
+        let working_dir = Some(spec.working_dir.clone())
+            .filter(|d| !d.is_empty())
+            .or(config.working_dir.filter(|d| !d.is_empty()))
+            .unwrap_or_else(|| "/".into());
+        nsexec::spawn(nsexec::Target { pid, join_net: !host_net }, &spec.command, &spec.args, env, &working_dir, spec.stdin, spec.tty).await
+    }
+
+    async fn shutdown(&self) {
+        let all: Vec<Sandbox> = self.running.lock().expect("sandbox table").drain().map(|(_, s)| s).collect();
+        for sb in all {
+            sb.stop(true).await;
+        }
+    }
+}
+
+/// Deletes a box directory, making read-only directories writable first
+/// where the plain removal is refused.
+async fn remove_tree(dir: &Path) -> Result<()> {
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        if std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
+            return Ok(());
+        }
+        let _ = std::process::Command::new("chmod").arg("-R").arg("u+rwX").arg(&dir).status();
+        std::fs::remove_dir_all(&dir).map_err(|e| Error::io(format!("remove {}", dir.display()), e))
+    })
+    .await
+    .map_err(|e| Error::Internal(e.to_string()))?
+}

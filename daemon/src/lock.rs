@@ -1,0 +1,67 @@
+//! One daemon per home: an exclusive `flock` on `HOME/boxd.lock`, held for
+//! the daemon's lifetime and released by the kernel when it exits, with the
+//! holder's pid written inside for the error message.
+
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+
+pub struct HomeLock {
+    _lock: Flock<File>,
+    pub path: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("another boxd (pid {pid}) is already serving {home}; stop it first (boxctl daemon stop)")]
+    Held { pid: String, home: PathBuf },
+    #[error("cannot open the lock file {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+impl HomeLock {
+    pub fn acquire(home: &Path) -> Result<HomeLock, LockError> {
+        let path = home.join("boxd.lock");
+        let io = |source| LockError::Io { path: path.clone(), source };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => l,
+            Err((mut file, _)) => {
+                let mut pid = String::new();
+                let _ = file.read_to_string(&mut pid);
+                let pid = pid.trim().to_owned();
+                let pid = if pid.is_empty() { "unknown".into() } else { pid };
+                return Err(LockError::Held { pid, home: home.to_path_buf() });
+            }
+        };
+        lock.set_len(0).map_err(io)?;
+        lock.rewind().map_err(io)?;
+        writeln!(lock, "{}", std::process::id()).map_err(io)?;
+        Ok(HomeLock { _lock: lock, path })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_lock_names_the_holder() {
+        let home = tempfile::tempdir().unwrap();
+        let _first = HomeLock::acquire(home.path()).unwrap();
+        // flock locks belong to the open file description, so a second open
+        // in the same process conflicts just like another process would.
+        match HomeLock::acquire(home.path()) {
+            Err(LockError::Held { pid, .. }) => assert_eq!(pid, std::process::id().to_string()),
+            other => panic!("expected Held, got {:?}", other.map(|l| l.path)),
+        }
+    }
+}

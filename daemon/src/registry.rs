@@ -1,0 +1,414 @@
+//! Named boxes: their records on disk, their lifecycle, their events.
+//!
+//! Invariants:
+//! - a name maps to at most one box; `create` of an existing name reuses it;
+//! - lifecycle operations on one box (create, start, stop, remove) run one
+//!   at a time, under that box's own lock; different boxes never wait for
+//!   each other;
+//! - a record is written (atomically) before the operation that changed it
+//!   is reported, so a daemon restart loses no box.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use boxd_proto::v1;
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+
+/// A bind mount, validated and canonicalized.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    pub host_path: PathBuf,
+    pub guest_path: String,
+    pub read_only: bool,
+}
+
+/// What a box was asked to be. Persisted in `box.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoxSpec {
+    pub image: String,
+    pub cpus: Option<u32>,
+    pub memory_mib: Option<u32>,
+    pub disk_size_gb: Option<u32>,
+    pub mounts: Vec<Mount>,
+    pub allow_net: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub working_dir: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Created,
+    Starting,
+    Running,
+    Stopping,
+    Stopped,
+    Removed,
+    Failed,
+}
+
+impl State {
+    pub fn proto(self) -> v1::BoxState {
+        match self {
+            State::Created => v1::BoxState::Created,
+            State::Starting => v1::BoxState::Starting,
+            State::Running => v1::BoxState::Running,
+            State::Stopping => v1::BoxState::Stopping,
+            State::Stopped => v1::BoxState::Stopped,
+            State::Removed => v1::BoxState::Removed,
+            State::Failed => v1::BoxState::Failed,
+        }
+    }
+}
+
+/// A box as the daemon keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoxRecord {
+    pub id: String,
+    pub name: String,
+    pub spec: BoxSpec,
+    pub image_digest: String,
+    pub created_at_ms: i64,
+    pub started_at_ms: i64,
+    pub state: State,
+    #[serde(default)]
+    pub error: String,
+    /// The box's own directory (`HOME/boxes/ID`); not persisted.
+    #[serde(skip)]
+    pub dir: PathBuf,
+}
+
+/// One box, behind the lock that serializes its lifecycle.
+type Slot = tokio::sync::Mutex<BoxRecord>;
+
+pub struct Registry {
+    dir: PathBuf,
+    engine: Arc<dyn Engine>,
+    events: broadcast::Sender<v1::BoxEvent>,
+    boxes: Mutex<BTreeMap<String, Arc<Slot>>>,
+}
+
+/// The result of [`Registry::create`].
+pub struct CreateOutcome {
+    pub record: BoxRecord,
+    pub created: bool,
+    pub warnings: Vec<String>,
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+fn new_id() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut rng = rand::rng();
+    (0..12).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+}
+
+impl Registry {
+    /// Loads every box under `dir` and reconciles it with the engine: a box
+    /// recorded as running that the engine no longer runs is stopped.
+    pub async fn open(dir: PathBuf, engine: Arc<dyn Engine>) -> Result<Registry> {
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+        let running: Vec<String> =
+            engine.list().await?.into_iter().filter(|b| b.running).map(|b| b.id).collect();
+        let mut boxes = BTreeMap::new();
+        let entries = std::fs::read_dir(&dir).map_err(|e| Error::io(format!("read {}", dir.display()), e))?;
+        for entry in entries.flatten() {
+            let path = entry.path().join("box.json");
+            let Ok(text) = std::fs::read(&path) else { continue };
+            let mut record: BoxRecord = match serde_json::from_slice(&text) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "skipping unreadable box record");
+                    continue;
+                }
+            };
+            record.dir = entry.path();
+            if matches!(record.state, State::Running | State::Starting | State::Stopping)
+                && !running.contains(&record.id)
+            {
+                tracing::info!(name = %record.name, "box was running when boxd stopped; it is stopped now");
+                record.state = State::Stopped;
+                persist(&record)?;
+            }
+            boxes.insert(record.name.clone(), Arc::new(Slot::new(record)));
+        }
+        tracing::info!(boxes = boxes.len(), "box registry loaded");
+        let (events, _) = broadcast::channel(1024);
+        Ok(Registry { dir, engine, events, boxes: Mutex::new(boxes) })
+    }
+
+    pub fn engine(&self) -> &Arc<dyn Engine> {
+        &self.engine
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<v1::BoxEvent> {
+        self.events.subscribe()
+    }
+
+    fn emit(&self, record: &BoxRecord, elapsed_ms: u64, message: &str) {
+        let _ = self.events.send(v1::BoxEvent {
+            box_id: record.id.clone(),
+            name: record.name.clone(),
+            state: record.state.proto() as i32,
+            elapsed_ms,
+            at_ms: now_ms(),
+            message: message.to_owned(),
+        });
+    }
+
+    fn slot(&self, name: &str) -> Result<Arc<Slot>> {
+        self.boxes
+            .lock()
+            .expect("registry lock")
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("no box named {name:?}")))
+    }
+
+    /// Locks a box for a lifecycle operation. A box removed while the caller
+    /// waited is reported as not found.
+    async fn lock(&self, name: &str) -> Result<tokio::sync::OwnedMutexGuard<BoxRecord>> {
+        let slot = self.slot(name)?;
+        let guard = slot.lock_owned().await;
+        if guard.state == State::Removed {
+            return Err(Error::NotFound(format!("no box named {name:?}")));
+        }
+        Ok(guard)
+    }
+
+    /// Get-or-create by name.
+    pub async fn create(&self, name: &str, spec: BoxSpec) -> Result<CreateOutcome> {
+        loop {
+            let (slot, fresh) = {
+                let mut boxes = self.boxes.lock().expect("registry lock");
+                match boxes.get(name) {
+                    Some(slot) => (slot.clone(), None),
+                    None => {
+                        let id = new_id();
+                        let record = BoxRecord {
+                            dir: self.dir.join(&id),
+                            id,
+                            name: name.to_owned(),
+                            spec: spec.clone(),
+                            image_digest: String::new(),
+                            created_at_ms: now_ms(),
+                            started_at_ms: 0,
+                            state: State::Created,
+                            error: String::new(),
+                        };
+                        let slot = Arc::new(Slot::new(record));
+                        // Lock before publishing, so a concurrent create of the
+                        // same name waits for this one to finish.
+                        let guard = slot.clone().try_lock_owned().expect("a new lock is free");
+                        boxes.insert(name.to_owned(), slot.clone());
+                        (slot, Some(guard))
+                    }
+                }
+            };
+            if let Some(guard) = fresh {
+                return self.create_new(slot, guard).await;
+            }
+            let guard = slot.lock_owned().await;
+            if guard.state == State::Removed {
+                // Removed (or its creation failed) while we waited: try again.
+                continue;
+            }
+            let warnings = reuse_warnings(&guard.spec, &spec);
+            return Ok(CreateOutcome { record: guard.clone(), created: false, warnings });
+        }
+    }
+
+    async fn create_new(
+        &self,
+        slot: Arc<Slot>,
+        mut guard: tokio::sync::OwnedMutexGuard<BoxRecord>,
+    ) -> Result<CreateOutcome> {
+        let result = async {
+            std::fs::create_dir_all(&guard.dir)
+                .map_err(|e| Error::io(format!("create {}", guard.dir.display()), e))?;
+            let created = self.engine.create(&guard).await?;
+            guard.image_digest = created.image_digest;
+            persist(&guard)?;
+            Ok::<_, Error>(created.warnings)
+        }
+        .await;
+        match result {
+            Ok(warnings) => {
+                self.emit(&guard, 0, "created");
+                Ok(CreateOutcome { record: guard.clone(), created: true, warnings })
+            }
+            Err(e) => {
+                guard.state = State::Removed;
+                let _ = std::fs::remove_dir_all(&guard.dir);
+                let mut boxes = self.boxes.lock().expect("registry lock");
+                if boxes.get(&guard.name).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
+                    boxes.remove(&guard.name);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts a box; a running box is a no-op with boot time 0.
+    pub async fn start(&self, name: &str) -> Result<(BoxRecord, u64)> {
+        let mut guard = self.lock(name).await?;
+        if guard.state == State::Running {
+            return Ok((guard.clone(), 0));
+        }
+        let begin = Instant::now();
+        guard.state = State::Starting;
+        self.emit(&guard, 0, "");
+        match self.engine.start(&guard).await {
+            Ok(()) => {
+                let boot_ms = begin.elapsed().as_millis() as u64;
+                guard.state = State::Running;
+                guard.started_at_ms = now_ms();
+                guard.error.clear();
+                persist(&guard)?;
+                self.emit(&guard, boot_ms, "");
+                Ok((guard.clone(), boot_ms))
+            }
+            Err(e) => {
+                guard.state = State::Failed;
+                guard.error = e.to_string();
+                persist(&guard)?;
+                self.emit(&guard, begin.elapsed().as_millis() as u64, &guard.error.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// Stops a box; a box that is not running is left as it is.
+    pub async fn stop(&self, name: &str, force: bool) -> Result<BoxRecord> {
+        let mut guard = self.lock(name).await?;
+        self.stop_locked(&mut guard, force).await?;
+        Ok(guard.clone())
+    }
+
+    async fn stop_locked(&self, guard: &mut BoxRecord, force: bool) -> Result<()> {
+        if !matches!(guard.state, State::Running | State::Starting) {
+            return Ok(());
+        }
+        let begin = Instant::now();
+        guard.state = State::Stopping;
+        self.emit(guard, 0, "");
+        self.engine.stop(guard, force).await?;
+        guard.state = State::Stopped;
+        persist(guard)?;
+        self.emit(guard, begin.elapsed().as_millis() as u64, "");
+        Ok(())
+    }
+
+    /// Removes a box and its files; a running box needs `force`.
+    pub async fn remove(&self, name: &str, force: bool) -> Result<BoxRecord> {
+        let mut guard = self.lock(name).await?;
+        if matches!(guard.state, State::Running | State::Starting) {
+            if !force {
+                return Err(Error::FailedPrecondition(format!(
+                    "box {name:?} is running; stop it first or remove it with force"
+                )));
+            }
+            self.stop_locked(&mut guard, true).await?;
+        }
+        self.engine.remove(&guard).await?;
+        guard.state = State::Removed;
+        self.boxes.lock().expect("registry lock").remove(name);
+        self.emit(&guard, 0, "");
+        Ok(guard.clone())
+    }
+
+    /// A snapshot of one box, waiting for any lifecycle operation on it.
+    pub async fn get(&self, name: &str) -> Result<BoxRecord> {
+        Ok(self.lock(name).await?.clone())
+    }
+
+    /// The box, if it is running; for exec. Does not wait behind a slow
+    /// lifecycle operation on another box.
+    pub async fn running(&self, name: &str) -> Result<BoxRecord> {
+        let record = self.get(name).await?;
+        match record.state {
+            State::Running => Ok(record),
+            state => Err(Error::FailedPrecondition(format!(
+                "box {name:?} is {}; start it first",
+                state.proto().label()
+            ))),
+        }
+    }
+
+    /// Every box, by name.
+    pub async fn list(&self) -> Vec<BoxRecord> {
+        let slots: Vec<Arc<Slot>> = self.boxes.lock().expect("registry lock").values().cloned().collect();
+        let mut out = Vec::with_capacity(slots.len());
+        for slot in slots {
+            let record = slot.lock().await;
+            if record.state != State::Removed {
+                out.push(record.clone());
+            }
+        }
+        out
+    }
+
+    /// Stops every running box (daemon shutdown). The records keep saying
+    /// "stopped" so a restart finds them.
+    pub async fn stop_all(&self) {
+        let names: Vec<String> = self.boxes.lock().expect("registry lock").keys().cloned().collect();
+        for name in names {
+            if let Err(e) = self.stop(&name, true).await {
+                tracing::warn!(box_name = %name, error = %e, "could not stop box at shutdown");
+            }
+        }
+        self.engine.shutdown().await;
+    }
+}
+
+/// Writes `box.json` atomically.
+pub fn persist(record: &BoxRecord) -> Result<()> {
+    let path = record.dir.join("box.json");
+    let tmp = record.dir.join("box.json.tmp");
+    let text = serde_json::to_vec_pretty(record).map_err(|e| Error::Internal(e.to_string()))?;
+    std::fs::write(&tmp, text).map_err(|e| Error::io(format!("write {}", tmp.display()), e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io(format!("write {}", path.display()), e))
+}
+
+/// Differences between a reused box and what the request asked for.
+pub fn reuse_warnings(have: &BoxSpec, want: &BoxSpec) -> Vec<String> {
+    let mut w = Vec::new();
+    let mut differs = |what: &str, have: String, want: String| {
+        w.push(format!("{what} differs: the box has {have}, the request asked for {want}; the box is reused as it is"));
+    };
+    if !want.image.is_empty() && want.image != have.image {
+        differs("image", have.image.clone(), want.image.clone());
+    }
+    let opt = |v: Option<u32>| v.map_or("the default".to_owned(), |v| v.to_string());
+    if want.cpus.is_some() && want.cpus != have.cpus {
+        differs("cpus", opt(have.cpus), opt(want.cpus));
+    }
+    if want.memory_mib.is_some() && want.memory_mib != have.memory_mib {
+        differs("memory_mib", opt(have.memory_mib), opt(want.memory_mib));
+    }
+    if want.disk_size_gb.is_some() && want.disk_size_gb != have.disk_size_gb {
+        differs("disk_size_gb", opt(have.disk_size_gb), opt(want.disk_size_gb));
+    }
+    if !want.mounts.is_empty() && want.mounts != have.mounts {
+        differs("mounts", format!("{:?}", have.mounts), format!("{:?}", want.mounts));
+    }
+    if !want.allow_net.is_empty() && want.allow_net != have.allow_net {
+        differs("allow_net", format!("{:?}", have.allow_net), format!("{:?}", want.allow_net));
+    }
+    if !want.env.is_empty() && want.env != have.env {
+        differs("env", format!("{:?}", have.env), format!("{:?}", want.env));
+    }
+    if want.working_dir.is_some() && want.working_dir != have.working_dir {
+        differs("working_dir", format!("{:?}", have.working_dir), format!("{:?}", want.working_dir));
+    }
+    w
+}

@@ -1,0 +1,308 @@
+//! The gRPC service: translates requests into registry and exec calls.
+//! It holds no state of its own and maps every error through `error.rs`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use boxd_proto::tonic::{self, Request, Response, Status, Streaming};
+use boxd_proto::v1::{self, boxd_server::Boxd, exec_request::Msg};
+use futures::Stream;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+use crate::execs::{Execs, Session};
+use crate::registry::{self, BoxRecord, Registry};
+use crate::validate;
+
+pub struct Service {
+    pub registry: Arc<Registry>,
+    pub execs: Arc<Execs>,
+    pub home: PathBuf,
+    pub socket: PathBuf,
+    pub shutdown: CancellationToken,
+}
+
+type Stream2<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+impl Service {
+    fn info(&self, r: &BoxRecord) -> v1::BoxInfo {
+        let engine = self.registry.engine().info();
+        v1::BoxInfo {
+            id: r.id.clone(),
+            name: r.name.clone(),
+            state: r.state.proto() as i32,
+            image: r.spec.image.clone(),
+            image_digest: r.image_digest.clone(),
+            created_at_ms: r.created_at_ms,
+            started_at_ms: r.started_at_ms,
+            isolation: engine.isolation.as_str().to_owned(),
+            engine: engine.name.to_owned(),
+            spec: Some(spec_to_proto(&r.spec)),
+            running_execs: self.execs.running_in(&r.name),
+            error: r.error.clone(),
+        }
+    }
+
+    fn spec_from_proto(&self, s: v1::BoxSpec) -> Result<registry::BoxSpec> {
+        let image = s.image.trim().to_owned();
+        if image.is_empty() {
+            return Err(Error::InvalidArgument("image is required".into()));
+        }
+        let mut mounts = Vec::with_capacity(s.mounts.len());
+        for m in s.mounts {
+            let guest_path = validate::guest_path("mount guest path", &m.guest_path)?;
+            validate::mount_target(&guest_path)?;
+            let host_path = validate::host_path(&m.host_path, &self.home)?;
+            mounts.push(registry::Mount { host_path, guest_path, read_only: m.read_only });
+        }
+        let mut env = BTreeMap::new();
+        for (k, v) in s.env {
+            validate::env_var(&k, &v)?;
+            env.insert(k, v);
+        }
+        for host in &s.allow_net {
+            if host.is_empty() || host.len() > 253 || host.contains(char::is_whitespace) {
+                return Err(Error::InvalidArgument(format!("invalid allow-net host {host:?}")));
+            }
+        }
+        let working_dir = match s.working_dir.as_str() {
+            "" => None,
+            d => Some(validate::guest_path("working directory", d)?),
+        };
+        if s.cpus == Some(0) || s.memory_mib == Some(0) || s.disk_size_gb == Some(0) {
+            return Err(Error::InvalidArgument("cpus, memory and disk size must be positive".into()));
+        }
+        Ok(registry::BoxSpec {
+            image,
+            cpus: s.cpus,
+            memory_mib: s.memory_mib,
+            disk_size_gb: s.disk_size_gb,
+            mounts,
+            allow_net: s.allow_net,
+            env,
+            working_dir,
+        })
+    }
+
+    /// Serves one `Exec` call: the first request starts or attaches, the
+    /// rest are input and control.
+    async fn exec_stream(
+        &self,
+        mut inbound: Streaming<v1::ExecRequest>,
+    ) -> Result<ReceiverStream<Result<v1::ExecResponse, Status>>, Status> {
+        let first = inbound
+            .message()
+            .await?
+            .and_then(|r| r.msg)
+            .ok_or_else(|| Status::invalid_argument("the first exec request must be `start` or `attach`"))?;
+        let (tx, rx) = mpsc::channel(16);
+        let session = match first {
+            Msg::Start(start) => self.execs.start(start, tx).await?,
+            Msg::Attach(a) => self.execs.attach(&a.exec_id, tx).await?,
+            _ => return Err(Status::invalid_argument("the first exec request must be `start` or `attach`")),
+        };
+        tokio::spawn(pump_input(session, inbound));
+        Ok(ReceiverStream::new(rx))
+    }
+}
+
+/// Applies a client's stdin, EOF, signals and resizes, in order.
+async fn pump_input(session: Arc<Session>, mut inbound: Streaming<v1::ExecRequest>) {
+    loop {
+        let msg = tokio::select! {
+            m = inbound.message() => m,
+            _ = session.wait_done() => return,
+        };
+        let Ok(Some(v1::ExecRequest { msg: Some(msg) })) = msg else { return };
+        let result = match msg {
+            Msg::Stdin(data) => session.write_stdin(data).await,
+            Msg::CloseStdin(true) => session.close_stdin().await,
+            Msg::CloseStdin(false) => Ok(()),
+            Msg::Signal(s) => validate::signal(&s.signal).and_then(|sig| session.signal(sig)),
+            Msg::Resize(size) => session.resize(size.rows, size.cols),
+            Msg::Start(_) | Msg::Attach(_) => {
+                Err(Error::InvalidArgument("`start` and `attach` come only first".into()))
+            }
+        };
+        if let Err(e) = result {
+            tracing::debug!(exec_id = %session.id, error = %e, "exec input refused");
+        }
+    }
+}
+
+pub fn spec_to_proto(s: &registry::BoxSpec) -> v1::BoxSpec {
+    v1::BoxSpec {
+        image: s.image.clone(),
+        cpus: s.cpus,
+        memory_mib: s.memory_mib,
+        disk_size_gb: s.disk_size_gb,
+        mounts: s
+            .mounts
+            .iter()
+            .map(|m| v1::Mount {
+                host_path: m.host_path.to_string_lossy().into_owned(),
+                guest_path: m.guest_path.clone(),
+                read_only: m.read_only,
+            })
+            .collect(),
+        allow_net: s.allow_net.clone(),
+        env: s.env.clone().into_iter().collect(),
+        working_dir: s.working_dir.clone().unwrap_or_default(),
+    }
+}
+
+#[tonic::async_trait]
+impl Boxd for Service {
+    async fn describe(&self, _: Request<v1::DescribeRequest>) -> Result<Response<v1::DescribeResponse>, Status> {
+        let e = self.registry.engine().info();
+        Ok(Response::new(v1::DescribeResponse {
+            protocol: v1::PROTOCOL.to_owned(),
+            daemon_version: env!("CARGO_PKG_VERSION").to_owned(),
+            pid: std::process::id(),
+            engine: e.name.to_owned(),
+            engine_version: e.version.clone(),
+            isolation: e.isolation.as_str().to_owned(),
+            capabilities: e.capabilities.clone(),
+            notes: e.notes.clone(),
+            network_filtering: e.network_filtering,
+            socket: self.socket.to_string_lossy().into_owned(),
+            home: self.home.to_string_lossy().into_owned(),
+        }))
+    }
+
+    async fn create_box(&self, req: Request<v1::CreateBoxRequest>) -> Result<Response<v1::CreateBoxResponse>, Status> {
+        let begin = Instant::now();
+        let req = req.into_inner();
+        validate::box_name(&req.name)?;
+        let spec = self.spec_from_proto(req.spec.unwrap_or_default())?;
+        let out = self.registry.create(&req.name, spec).await?;
+        let warnings = out.warnings;
+        Ok(Response::new(v1::CreateBoxResponse {
+            r#box: Some(self.info(&out.record)),
+            created: out.created,
+            warnings,
+            elapsed_ms: begin.elapsed().as_millis() as u64,
+        }))
+    }
+
+    async fn start_box(&self, req: Request<v1::StartBoxRequest>) -> Result<Response<v1::StartBoxResponse>, Status> {
+        let name = req.into_inner().name;
+        validate::box_name(&name)?;
+        let (record, boot_ms) = self.registry.start(&name).await?;
+        Ok(Response::new(v1::StartBoxResponse { r#box: Some(self.info(&record)), boot_ms }))
+    }
+
+    async fn stop_box(&self, req: Request<v1::StopBoxRequest>) -> Result<Response<v1::StopBoxResponse>, Status> {
+        let req = req.into_inner();
+        validate::box_name(&req.name)?;
+        let record = self.registry.stop(&req.name, req.force).await?;
+        Ok(Response::new(v1::StopBoxResponse { r#box: Some(self.info(&record)) }))
+    }
+
+    async fn remove_box(&self, req: Request<v1::RemoveBoxRequest>) -> Result<Response<v1::RemoveBoxResponse>, Status> {
+        let req = req.into_inner();
+        validate::box_name(&req.name)?;
+        self.registry.remove(&req.name, req.force).await?;
+        Ok(Response::new(v1::RemoveBoxResponse {}))
+    }
+
+    async fn list_boxes(&self, _: Request<v1::ListBoxesRequest>) -> Result<Response<v1::ListBoxesResponse>, Status> {
+        let boxes = self.registry.list().await.iter().map(|r| self.info(r)).collect();
+        Ok(Response::new(v1::ListBoxesResponse { boxes }))
+    }
+
+    async fn inspect_box(&self, req: Request<v1::InspectBoxRequest>) -> Result<Response<v1::BoxInfo>, Status> {
+        let name = req.into_inner().name;
+        validate::box_name(&name)?;
+        Ok(Response::new(self.info(&self.registry.get(&name).await?)))
+    }
+
+    type WatchBoxesStream = Stream2<v1::BoxEvent>;
+
+    async fn watch_boxes(&self, _: Request<v1::WatchBoxesRequest>) -> Result<Response<Self::WatchBoxesStream>, Status> {
+        let mut events = self.registry.subscribe();
+        let (tx, rx) = mpsc::channel(64);
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                let ev = tokio::select! {
+                    ev = events.recv() => ev,
+                    _ = tx.closed() => return,
+                    _ = shutdown.cancelled() => return,
+                };
+                match ev {
+                    Ok(ev) => {
+                        if tx.send(Ok(ev)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "a box watcher fell behind");
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    type ExecStream = Stream2<v1::ExecResponse>;
+
+    async fn exec(&self, req: Request<Streaming<v1::ExecRequest>>) -> Result<Response<Self::ExecStream>, Status> {
+        let stream = self.exec_stream(req.into_inner()).await?;
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn send_input(&self, req: Request<v1::SendInputRequest>) -> Result<Response<v1::SendInputResponse>, Status> {
+        let req = req.into_inner();
+        let session = self.execs.get(&req.exec_id)?;
+        if !req.data.is_empty() {
+            session.write_stdin(req.data).await?;
+        }
+        if req.close {
+            session.close_stdin().await?;
+        }
+        Ok(Response::new(v1::SendInputResponse {}))
+    }
+
+    async fn signal_exec(&self, req: Request<v1::SignalExecRequest>) -> Result<Response<v1::SignalExecResponse>, Status> {
+        let req = req.into_inner();
+        let signal = validate::signal(&req.signal.map(|s| s.signal).unwrap_or_default())?;
+        self.execs.get(&req.exec_id)?.signal(signal)?;
+        Ok(Response::new(v1::SignalExecResponse {}))
+    }
+
+    async fn resize_exec(&self, req: Request<v1::ResizeExecRequest>) -> Result<Response<v1::ResizeExecResponse>, Status> {
+        let req = req.into_inner();
+        let size = req.size.ok_or_else(|| Status::invalid_argument("size is required"))?;
+        self.execs.get(&req.exec_id)?.resize(size.rows, size.cols)?;
+        Ok(Response::new(v1::ResizeExecResponse {}))
+    }
+
+    async fn list_execs(&self, req: Request<v1::ListExecsRequest>) -> Result<Response<v1::ListExecsResponse>, Status> {
+        let filter = req.into_inner().box_name;
+        let mut execs = Vec::new();
+        for s in self.execs.list() {
+            if !filter.is_empty() && s.box_name != filter {
+                continue;
+            }
+            execs.push(v1::ExecInfo {
+                exec_id: s.id.clone(),
+                box_name: s.box_name.clone(),
+                command: s.command.clone(),
+                args: s.args.clone(),
+                started_at_ms: s.started_at_ms,
+                tty: s.tty,
+                detach: s.detach,
+                attached: s.attached().await as u32,
+                exited: s.exited(),
+            });
+        }
+        Ok(Response::new(v1::ListExecsResponse { execs }))
+    }
+}

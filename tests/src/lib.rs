@@ -1,0 +1,220 @@
+//! Test support: a real `boxd` per test on a temporary socket and home, the
+//! busybox test image, and small helpers to run commands through the client
+//! library and through `boxctl`.
+
+pub mod image;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub use boxd_client::{Client, ExecEvent, ExecStream, v1};
+
+/// Where the workspace's binaries are: `BOXD_BIN_DIR`, else the cargo
+/// target directory this test binary runs from.
+pub fn bin(name: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os("BOXD_BIN_DIR") {
+        return PathBuf::from(dir).join(name);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = profile_dir.join(name);
+    assert!(path.is_file(), "{} is not built; run `cargo build --workspace --bins` first", path.display());
+    path
+}
+
+/// The workspace's `target/` directory, for shared test fixtures.
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    exe.ancestors().nth(3).expect("target dir").to_path_buf()
+}
+
+/// The busybox OCI layout, built once per target directory.
+pub fn busybox() -> PathBuf {
+    image::busybox_layout(&target_dir().join("test-images").join("busybox"))
+}
+
+/// A running `boxd` on its own temporary socket and home.
+pub struct Daemon {
+    child: Option<Child>,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub home: PathBuf,
+}
+
+impl Daemon {
+    pub fn start() -> Daemon {
+        let dir = tempfile::Builder::new().prefix("boxd-test-").tempdir_in("/tmp").expect("tempdir");
+        let socket = dir.path().join("run").join("boxd.sock");
+        let home = dir.path().join("home");
+        let mut d = Daemon { child: None, dir, socket, home };
+        d.spawn();
+        d
+    }
+
+    /// Starts boxd on this socket and home and waits until it answers.
+    fn spawn(&mut self) {
+        let child = self.command().spawn().expect("spawn boxd");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("boxd exited early: {status}");
+            }
+            assert!(Instant::now() < deadline, "boxd did not come up");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// A `boxd` command for this socket and home (not started).
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(bin("boxd"));
+        cmd.arg("--socket")
+            .arg(&self.socket)
+            .arg("--home")
+            .arg(&self.home)
+            .arg("--engine")
+            .arg("namespace")
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    pub async fn client(&self) -> Client {
+        boxd_client::connect(&self.socket).await.expect("connect to boxd")
+    }
+
+    /// A `boxctl` command aimed at this daemon.
+    pub fn boxctl(&self) -> Command {
+        let mut cmd = Command::new(bin("boxctl"));
+        cmd.env("BOXD_SOCKET", &self.socket).env("BOXD_HOME", &self.home);
+        cmd
+    }
+
+    /// Stops boxd with SIGTERM and returns its exit status and how long it took.
+    pub fn stop(&mut self) -> (std::process::ExitStatus, Duration) {
+        let mut child = self.child.take().expect("running");
+        let begin = Instant::now();
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return (status, begin.elapsed());
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("boxd ignored SIGTERM for 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn restart(&mut self) {
+        if self.child.is_some() {
+            self.stop();
+        }
+        self.spawn();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if child.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A box spec from the busybox image.
+pub fn busybox_spec() -> v1::BoxSpec {
+    v1::BoxSpec { image: busybox().to_string_lossy().into_owned(), ..Default::default() }
+}
+
+/// Creates and starts a busybox box.
+pub async fn up(client: &mut Client, name: &str, spec: v1::BoxSpec) -> v1::BoxInfo {
+    client
+        .create_box(v1::CreateBoxRequest { name: name.into(), spec: Some(spec) })
+        .await
+        .expect("create box");
+    client
+        .start_box(v1::StartBoxRequest { name: name.into() })
+        .await
+        .expect("start box")
+        .into_inner()
+        .r#box
+        .expect("box info")
+}
+
+/// What a finished exec produced.
+#[derive(Debug, Default)]
+pub struct Output {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub exit: v1::ExecExit,
+}
+
+impl Output {
+    pub fn stdout_str(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+}
+
+pub fn start_req(box_name: &str, argv: &[&str]) -> v1::ExecStart {
+    v1::ExecStart {
+        box_name: box_name.into(),
+        command: argv[0].into(),
+        args: argv[1..].iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+/// Reads an exec to its end, checking that the exit is the last event.
+pub async fn collect(mut exec: ExecStream) -> Output {
+    let mut out = Output::default();
+    loop {
+        match exec.next().await.expect("exec stream") {
+            Some(ExecEvent::Stdout(b)) => out.stdout.extend_from_slice(&b),
+            Some(ExecEvent::Stderr(b)) => out.stderr.extend_from_slice(&b),
+            Some(ExecEvent::Exit(e)) => {
+                out.exit = e;
+                // Nothing may follow the exit.
+                let (_, mut rest) = exec.into_parts();
+                assert!(rest.message().await.ok().flatten().is_none(), "an event followed the exit");
+                return out;
+            }
+            None => panic!("stream ended without exit"),
+        }
+    }
+}
+
+/// Runs a command to completion in a box.
+pub async fn run(client: &mut Client, box_name: &str, argv: &[&str]) -> Output {
+    let exec = ExecStream::start(client, start_req(box_name, argv)).await.expect("exec start");
+    collect(exec).await
+}
+
+/// Runs `sh -c SCRIPT` and returns stdout, asserting exit 0.
+pub async fn sh(client: &mut Client, box_name: &str, script: &str) -> String {
+    let out = run(client, box_name, &["sh", "-c", script]).await;
+    assert_eq!(out.exit.code, Some(0), "{script}: {out:?}");
+    out.stdout_str()
+}
