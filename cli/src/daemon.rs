@@ -31,10 +31,19 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
         Action::Status => match describe(ctx).await {
             Ok(d) => {
                 if ctx.json {
-                    println!("{}", serde_json::json!({"running": true, "daemon": output::describe_json(&d)}));
+                    println!(
+                        "{}",
+                        serde_json::json!({"running": true, "daemon": output::describe_json(&d)})
+                    );
                 } else {
-                    println!("boxd {} is running (pid {}) on {}", d.daemon_version, d.pid, d.socket);
-                    println!("engine: {} {} ({} isolation)", d.engine, d.engine_version, d.isolation);
+                    println!(
+                        "boxd {} is running (pid {}) on {}",
+                        d.daemon_version, d.pid, d.socket
+                    );
+                    println!(
+                        "engine: {} {} ({} isolation)",
+                        d.engine, d.engine_version, d.isolation
+                    );
                     for n in &d.notes {
                         println!("note: {n}");
                     }
@@ -43,9 +52,15 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
             }
             Err(f) if f.code == 3 => {
                 if ctx.json {
-                    println!("{}", serde_json::json!({"running": false, "socket": ctx.paths.socket}));
+                    println!(
+                        "{}",
+                        serde_json::json!({"running": false, "socket": ctx.paths.socket})
+                    );
                 } else {
-                    println!("boxd is not running (socket {})", ctx.paths.socket.display());
+                    println!(
+                        "boxd is not running (socket {})",
+                        ctx.paths.socket.display()
+                    );
                 }
                 Ok(3)
             }
@@ -56,7 +71,10 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
             let d = describe(ctx).await?;
             // SAFETY: kill has no memory-safety preconditions.
             if unsafe { libc::kill(d.pid as i32, libc::SIGTERM) } != 0 {
-                return Err(Failure { code: 1, message: format!("cannot signal boxd (pid {})", d.pid) });
+                return Err(Failure {
+                    code: 1,
+                    message: format!("cannot signal boxd (pid {})", d.pid),
+                });
             }
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
@@ -70,13 +88,21 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            Err(Failure { code: 1, message: format!("boxd (pid {}) did not stop within 10 s", d.pid) })
+            Err(Failure {
+                code: 1,
+                message: format!("boxd (pid {}) did not stop within 10 s", d.pid),
+            })
         }
     }
 }
 
 async fn describe(ctx: &Ctx) -> Result<v1::DescribeResponse, Failure> {
-    Ok(ctx.client().await?.describe(v1::DescribeRequest {}).await?.into_inner())
+    Ok(ctx
+        .client()
+        .await?
+        .describe(v1::DescribeRequest {})
+        .await?
+        .into_inner())
 }
 
 fn boxd_binary(explicit: Option<PathBuf>) -> PathBuf {
@@ -96,35 +122,67 @@ async fn start(ctx: &Ctx, boxd: Option<PathBuf>, args: Vec<String>) -> Result<u8
         return Ok(0);
     }
     let logs = ctx.paths.home.join("logs");
-    std::fs::create_dir_all(&logs).map_err(|e| Failure { code: 1, message: format!("create {}: {e}", logs.display()) })?;
+    std::fs::create_dir_all(&logs).map_err(|e| Failure {
+        code: 1,
+        message: format!("create {}: {e}", logs.display()),
+    })?;
     let stderr_path = logs.join("boxd.stderr");
-    let stderr = std::fs::File::create(&stderr_path)
-        .map_err(|e| Failure { code: 1, message: format!("create {}: {e}", stderr_path.display()) })?;
+    let stderr = std::fs::File::create(&stderr_path).map_err(|e| Failure {
+        code: 1,
+        message: format!("create {}: {e}", stderr_path.display()),
+    })?;
     let bin = boxd_binary(boxd);
     let mut cmd = std::process::Command::new(&bin);
-    cmd.arg("--socket").arg(&ctx.paths.socket).arg("--home").arg(&ctx.paths.home).args(&args);
-    cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(stderr);
+    cmd.arg("--socket")
+        .arg(&ctx.paths.socket)
+        .arg("--home")
+        .arg(&ctx.paths.home)
+        .args(&args);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr);
     // Detach from this terminal's session so the daemon outlives it.
     cmd.process_group(0);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Failure { code: 1, message: format!("cannot run {}: {e}", bin.display()) })?;
+    let mut child = cmd.spawn().map_err(|e| Failure {
+        code: 1,
+        message: format!("cannot run {}: {e}", bin.display()),
+    })?;
     let deadline = Instant::now() + Duration::from_secs(15);
     while Instant::now() < deadline {
         if let Ok(d) = describe(ctx).await {
             if ctx.json {
-                println!("{}", serde_json::json!({"started": true, "daemon": output::describe_json(&d)}));
+                println!(
+                    "{}",
+                    serde_json::json!({"started": true, "daemon": output::describe_json(&d)})
+                );
             } else {
-                println!("boxd {} started (pid {}) on {}", d.daemon_version, d.pid, d.socket);
+                println!(
+                    "boxd {} started (pid {}) on {}",
+                    d.daemon_version, d.pid, d.socket
+                );
             }
             return Ok(0);
         }
         if let Ok(Some(status)) = child.try_wait() {
             let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").to_owned();
-            return Err(Failure { code: 1, message: format!("boxd exited ({status}): {last}") });
+            let last = err
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .to_owned();
+            return Err(Failure {
+                code: 1,
+                message: format!("boxd exited ({status}): {last}"),
+            });
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    Err(Failure { code: 1, message: format!("boxd did not answer within 15 s; see {}", stderr_path.display()) })
+    Err(Failure {
+        code: 1,
+        message: format!(
+            "boxd did not answer within 15 s; see {}",
+            stderr_path.display()
+        ),
+    })
 }

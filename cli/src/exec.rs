@@ -83,23 +83,35 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<u8, Failure> {
         env: Vec::new(),
         workdir: None,
     };
-    let created = crate::create(&mut client, &create).await.map_err(exec_failure)?;
+    let created = crate::create(&mut client, &create)
+        .await
+        .map_err(exec_failure)?;
     for w in &created.warnings {
         eprintln!("warning: {w}");
     }
     client
-        .start_box(v1::StartBoxRequest { name: args.name.clone() })
+        .start_box(v1::StartBoxRequest {
+            name: args.name.clone(),
+        })
         .await
         .map_err(|s| exec_failure(s.into()))?;
     let code = stream(&mut client, &args.name, &args.flags, &args.command).await;
     if args.rm {
-        let _ = client.remove_box(v1::RemoveBoxRequest { name: args.name.clone(), force: true }).await;
+        let _ = client
+            .remove_box(v1::RemoveBoxRequest {
+                name: args.name.clone(),
+                force: true,
+            })
+            .await;
     }
     code
 }
 
 fn exec_failure(f: Failure) -> Failure {
-    Failure { code: EXEC_FAILED, message: f.message }
+    Failure {
+        code: EXEC_FAILED,
+        message: f.message,
+    }
 }
 
 /// Restores the terminal mode when dropped.
@@ -112,7 +124,9 @@ impl RawMode {
             return RawMode(None);
         }
         let stdin = std::io::stdin();
-        let Ok(saved) = termios::tcgetattr(&stdin) else { return RawMode(None) };
+        let Ok(saved) = termios::tcgetattr(&stdin) else {
+            return RawMode(None);
+        };
         let mut raw = saved.clone();
         termios::cfmakeraw(&mut raw);
         let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, &raw);
@@ -123,7 +137,11 @@ impl RawMode {
 impl Drop for RawMode {
     fn drop(&mut self) {
         if let Some(saved) = &self.0 {
-            let _ = nix::sys::termios::tcsetattr(std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, saved);
+            let _ = nix::sys::termios::tcsetattr(
+                std::io::stdin(),
+                nix::sys::termios::SetArg::TCSANOW,
+                saved,
+            );
         }
     }
 }
@@ -132,7 +150,10 @@ fn terminal_size() -> Option<v1::TtySize> {
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
     // SAFETY: TIOCGWINSZ writes a winsize into a valid pointer.
     let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
-    (ok && ws.ws_row > 0).then(|| v1::TtySize { rows: ws.ws_row.into(), cols: ws.ws_col.into() })
+    (ok && ws.ws_row > 0).then(|| v1::TtySize {
+        rows: ws.ws_row.into(),
+        cols: ws.ws_col.into(),
+    })
 }
 
 async fn stream(
@@ -154,7 +175,9 @@ async fn stream(
         tty_size: if flags.tty { terminal_size() } else { None },
         detach: false,
     };
-    let mut exec = ExecStream::start(client, start).await.map_err(|s| exec_failure(s.into()))?;
+    let mut exec = ExecStream::start(client, start)
+        .await
+        .map_err(|s| exec_failure(s.into()))?;
     let input = exec.input();
     let _raw = RawMode::enter(flags.tty && std::io::stdin().is_terminal());
 
@@ -211,7 +234,12 @@ async fn stream(
                 let _ = stderr.write_all(&b);
             }
             Some(ExecEvent::Exit(exit)) => return Ok(exit_code(&exit)),
-            None => return Err(Failure { code: EXEC_FAILED, message: "boxd ended the exec without an exit".into() }),
+            None => {
+                return Err(Failure {
+                    code: EXEC_FAILED,
+                    message: "boxd ended the exec without an exit".into(),
+                });
+            }
         }
     }
 }
@@ -250,16 +278,14 @@ fn forward_signals(input: boxd_client::ExecInput, tty: bool) {
             });
         }
     }
-    if tty {
-        if let Ok(mut s) = signal(SignalKind::window_change()) {
-            tokio::spawn(async move {
-                while s.recv().await.is_some() {
-                    if let Some(size) = terminal_size() {
-                        let _ = input.resize(size.rows, size.cols).await;
-                    }
+    if tty && let Ok(mut s) = signal(SignalKind::window_change()) {
+        tokio::spawn(async move {
+            while s.recv().await.is_some() {
+                if let Some(size) = terminal_size() {
+                    let _ = input.resize(size.rows, size.cols).await;
                 }
-            });
-        }
+            }
+        });
     }
 }
 
@@ -269,10 +295,21 @@ mod tests {
 
     #[test]
     fn exit_codes() {
-        let e = |code, signal| v1::ExecExit { code, signal, ..Default::default() };
+        let e = |code, signal| v1::ExecExit {
+            code,
+            signal,
+            ..Default::default()
+        };
         assert_eq!(exit_code(&e(Some(3), None)), 3);
         assert_eq!(exit_code(&e(None, Some(9))), 137);
         assert_eq!(exit_code(&e(None, None)), 125);
-        assert_eq!(exit_code(&v1::ExecExit { code: Some(127), error: "not found".into(), ..Default::default() }), 127);
+        assert_eq!(
+            exit_code(&v1::ExecExit {
+                code: Some(127),
+                error: "not found".into(),
+                ..Default::default()
+            }),
+            127
+        );
     }
 }

@@ -16,7 +16,11 @@ use boxd_client::{Client, Paths, tonic::Status, v1};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "boxctl", version, about = "Create, run and manage boxes served by boxd")]
+#[command(
+    name = "boxctl",
+    version,
+    about = "Create, run and manage boxes served by boxd"
+)]
 struct Cli {
     /// The daemon's socket [env: BOXD_SOCKET].
     #[arg(long, global = true)]
@@ -109,20 +113,35 @@ pub struct Failure {
 
 impl Failure {
     pub fn usage(message: impl Into<String>) -> Failure {
-        Failure { code: 2, message: message.into() }
+        Failure {
+            code: 2,
+            message: message.into(),
+        }
     }
 }
 
 impl From<Status> for Failure {
     fn from(s: Status) -> Failure {
-        let code = if s.code() == boxd_client::tonic::Code::Unavailable && s.message().contains("transport") { 3 } else { 1 };
-        Failure { code, message: s.message().to_owned() }
+        let code = if s.code() == boxd_client::tonic::Code::Unavailable
+            && s.message().contains("transport")
+        {
+            3
+        } else {
+            1
+        };
+        Failure {
+            code,
+            message: s.message().to_owned(),
+        }
     }
 }
 
 impl From<boxd_client::ConnectError> for Failure {
     fn from(e: boxd_client::ConnectError) -> Failure {
-        Failure { code: 3, message: e.to_string() }
+        Failure {
+            code: 3,
+            message: e.to_string(),
+        }
     }
 }
 
@@ -150,8 +169,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let ctx = Ctx { paths, json: cli.json };
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
+    let ctx = Ctx {
+        paths,
+        json: cli.json,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
     let result = rt.block_on(dispatch(&ctx, cli.command));
     let code = match result {
         Ok(code) => code,
@@ -174,34 +200,65 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Start { name } => {
-            let reply = ctx.client().await?.start_box(v1::StartBoxRequest { name }).await?.into_inner();
+            let reply = ctx
+                .client()
+                .await?
+                .start_box(v1::StartBoxRequest { name })
+                .await?
+                .into_inner();
             output::started(ctx, &reply);
             Ok(0)
         }
         Command::Stop { name, force } => {
-            let reply = ctx.client().await?.stop_box(v1::StopBoxRequest { name, force }).await?.into_inner();
+            let reply = ctx
+                .client()
+                .await?
+                .stop_box(v1::StopBoxRequest { name, force })
+                .await?
+                .into_inner();
             output::one_box(ctx, reply.r#box.as_ref());
             Ok(0)
         }
         Command::Rm { name, force } => {
-            ctx.client().await?.remove_box(v1::RemoveBoxRequest { name: name.clone(), force }).await?;
+            ctx.client()
+                .await?
+                .remove_box(v1::RemoveBoxRequest {
+                    name: name.clone(),
+                    force,
+                })
+                .await?;
             output::removed(ctx, &name);
             Ok(0)
         }
         Command::Ls => {
-            let reply = ctx.client().await?.list_boxes(v1::ListBoxesRequest {}).await?.into_inner();
+            let reply = ctx
+                .client()
+                .await?
+                .list_boxes(v1::ListBoxesRequest {})
+                .await?
+                .into_inner();
             output::list(ctx, &reply.boxes);
             Ok(0)
         }
         Command::Inspect { name } => {
-            let info = ctx.client().await?.inspect_box(v1::InspectBoxRequest { name }).await?.into_inner();
+            let info = ctx
+                .client()
+                .await?
+                .inspect_box(v1::InspectBoxRequest { name })
+                .await?
+                .into_inner();
             output::inspect(ctx, &info);
             Ok(0)
         }
         Command::Exec(args) => exec::exec(ctx, args).await,
         Command::Run(args) => exec::run(ctx, args).await,
         Command::Events => {
-            let mut stream = ctx.client().await?.watch_boxes(v1::WatchBoxesRequest {}).await?.into_inner();
+            let mut stream = ctx
+                .client()
+                .await?
+                .watch_boxes(v1::WatchBoxesRequest {})
+                .await?
+                .into_inner();
             while let Some(ev) = stream.message().await? {
                 output::event(ctx, &ev);
             }
@@ -209,7 +266,11 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
         }
         Command::Version => {
             let daemon = match ctx.client().await {
-                Ok(mut c) => c.describe(v1::DescribeRequest {}).await.ok().map(|r| r.into_inner()),
+                Ok(mut c) => c
+                    .describe(v1::DescribeRequest {})
+                    .await
+                    .ok()
+                    .map(|r| r.into_inner()),
                 Err(_) => None,
             };
             output::version(ctx, daemon.as_ref());
@@ -239,7 +300,12 @@ pub fn box_spec(args: &CreateArgs) -> Result<v1::BoxSpec, Failure> {
 
 pub async fn create(c: &mut Client, args: &CreateArgs) -> Result<v1::CreateBoxResponse, Failure> {
     let spec = box_spec(args)?;
-    Ok(c.create_box(v1::CreateBoxRequest { name: args.name.clone(), spec: Some(spec) }).await?.into_inner())
+    Ok(c.create_box(v1::CreateBoxRequest {
+        name: args.name.clone(),
+        spec: Some(spec),
+    })
+    .await?
+    .into_inner())
 }
 
 /// A local OCI layout is an existing directory given as an absolute path or
@@ -247,10 +313,11 @@ pub async fn create(c: &mut Client, args: &CreateArgs) -> Result<v1::CreateBoxRe
 /// registry reference.
 pub fn image_arg(image: &str) -> String {
     let p = std::path::Path::new(image);
-    if (p.is_absolute() || image.starts_with('.')) && p.is_dir() {
-        if let Ok(abs) = p.canonicalize() {
-            return abs.to_string_lossy().into_owned();
-        }
+    if (p.is_absolute() || image.starts_with('.'))
+        && p.is_dir()
+        && let Ok(abs) = p.canonicalize()
+    {
+        return abs.to_string_lossy().into_owned();
     }
     image.to_owned()
 }
@@ -262,20 +329,33 @@ pub fn parse_mount(s: &str) -> Result<v1::Mount, Failure> {
         [h, g] => (*h, *g, false),
         [h, g, "ro"] => (*h, *g, true),
         [h, g, "rw"] => (*h, *g, false),
-        _ => return Err(Failure::usage(format!("invalid mount {s:?}: use HOST:GUEST[:ro]"))),
+        _ => {
+            return Err(Failure::usage(format!(
+                "invalid mount {s:?}: use HOST:GUEST[:ro]"
+            )));
+        }
     };
     if host.is_empty() || guest.is_empty() {
-        return Err(Failure::usage(format!("invalid mount {s:?}: use HOST:GUEST[:ro]")));
+        return Err(Failure::usage(format!(
+            "invalid mount {s:?}: use HOST:GUEST[:ro]"
+        )));
     }
-    let host = std::path::absolute(host).map_err(|e| Failure::usage(format!("mount {host:?}: {e}")))?;
-    Ok(v1::Mount { host_path: host.to_string_lossy().into_owned(), guest_path: guest.to_owned(), read_only })
+    let host =
+        std::path::absolute(host).map_err(|e| Failure::usage(format!("mount {host:?}: {e}")))?;
+    Ok(v1::Mount {
+        host_path: host.to_string_lossy().into_owned(),
+        guest_path: guest.to_owned(),
+        read_only,
+    })
 }
 
 pub fn parse_env(vars: &[String]) -> Result<std::collections::HashMap<String, String>, Failure> {
     vars.iter()
         .map(|kv| match kv.split_once('=') {
             Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-            _ => Err(Failure::usage(format!("invalid environment variable {kv:?}: use K=V"))),
+            _ => Err(Failure::usage(format!(
+                "invalid environment variable {kv:?}: use K=V"
+            ))),
         })
         .collect()
 }
@@ -287,7 +367,10 @@ mod tests {
     #[test]
     fn mounts_parse() {
         let m = parse_mount("/a:/b:ro").unwrap();
-        assert_eq!((m.host_path.as_str(), m.guest_path.as_str(), m.read_only), ("/a", "/b", true));
+        assert_eq!(
+            (m.host_path.as_str(), m.guest_path.as_str(), m.read_only),
+            ("/a", "/b", true)
+        );
         assert!(!parse_mount("/a:/b").unwrap().read_only);
         for bad in ["/a", "/a:/b:rx", ":/b", "/a:", "a:b:c:d"] {
             assert!(parse_mount(bad).is_err(), "{bad}");

@@ -6,7 +6,9 @@ use serde_json::{Value, json};
 use crate::Ctx;
 
 fn state(s: i32) -> &'static str {
-    v1::BoxState::try_from(s).unwrap_or(v1::BoxState::Unspecified).label()
+    v1::BoxState::try_from(s)
+        .unwrap_or(v1::BoxState::Unspecified)
+        .label()
 }
 
 pub fn box_json(b: &v1::BoxInfo) -> Value {
@@ -42,14 +44,19 @@ fn print_json(v: &Value) {
 pub fn created(ctx: &Ctx, r: &v1::CreateBoxResponse) {
     let b = r.r#box.clone().unwrap_or_default();
     if ctx.json {
-        print_json(&json!({"box": box_json(&b), "created": r.created, "warnings": r.warnings, "elapsedMs": r.elapsed_ms}));
+        print_json(
+            &json!({"box": box_json(&b), "created": r.created, "warnings": r.warnings, "elapsedMs": r.elapsed_ms}),
+        );
         return;
     }
     for w in &r.warnings {
         eprintln!("warning: {w}");
     }
     let verb = if r.created { "created" } else { "reused" };
-    println!("{verb} box {} ({}, {} isolation) in {} ms", b.name, b.id, b.isolation, r.elapsed_ms);
+    println!(
+        "{verb} box {} ({}, {} isolation) in {} ms",
+        b.name, b.id, b.isolation, r.elapsed_ms
+    );
 }
 
 pub fn started(ctx: &Ctx, r: &v1::StartBoxResponse) {
@@ -85,7 +92,10 @@ pub fn list(ctx: &Ctx, boxes: &[v1::BoxInfo]) {
         print_json(&Value::Array(boxes.iter().map(box_json).collect()));
         return;
     }
-    println!("{:<24} {:<13} {:<9} {:<10} {:>5}  IMAGE", "NAME", "ID", "STATE", "ISOLATION", "EXECS");
+    println!(
+        "{:<24} {:<13} {:<9} {:<10} {:>5}  IMAGE",
+        "NAME", "ID", "STATE", "ISOLATION", "EXECS"
+    );
     for b in boxes {
         println!(
             "{:<24} {:<13} {:<9} {:<10} {:>5}  {}",
@@ -115,8 +125,19 @@ pub fn event(ctx: &Ctx, e: &v1::BoxEvent) {
             "elapsedMs": e.elapsed_ms, "atMs": e.at_ms, "message": e.message,
         }));
     } else {
-        let extra = if e.message.is_empty() { String::new() } else { format!(" ({})", e.message) };
-        println!("{} {} {} {}ms{}", e.at_ms, e.name, state(e.state), e.elapsed_ms, extra);
+        let extra = if e.message.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", e.message)
+        };
+        println!(
+            "{} {} {} {}ms{}",
+            e.at_ms,
+            e.name,
+            state(e.state),
+            e.elapsed_ms,
+            extra
+        );
     }
 }
 
@@ -137,7 +158,10 @@ pub fn version(ctx: &Ctx, daemon: Option<&v1::DescribeResponse>) {
     }
     println!("boxctl {client}");
     match daemon {
-        Some(d) => println!("boxd {} ({}, engine {} {}, {} isolation)", d.daemon_version, d.protocol, d.engine, d.engine_version, d.isolation),
+        Some(d) => println!(
+            "boxd {} ({}, engine {} {}, {} isolation)",
+            d.daemon_version, d.protocol, d.engine, d.engine_version, d.isolation
+        ),
         None => println!("boxd not running"),
     }
 }

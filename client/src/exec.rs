@@ -1,5 +1,6 @@
 //! A client's side of the bidirectional `Exec` call.
 
+use boxd_proto::bytes::Bytes;
 use boxd_proto::tonic::{Status, Streaming};
 use boxd_proto::v1::{self, exec_request::Msg, exec_response::Event};
 use tokio::sync::mpsc;
@@ -10,8 +11,8 @@ use crate::Client;
 /// What an exec sends back, after `started`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExecEvent {
-    Stdout(Vec<u8>),
-    Stderr(Vec<u8>),
+    Stdout(Bytes),
+    Stderr(Bytes),
     /// Always the last event.
     Exit(v1::ExecExit),
 }
@@ -40,22 +41,36 @@ impl ExecStream {
 
     /// Attaches to an exec that is already running.
     pub async fn attach(client: &mut Client, exec_id: &str) -> Result<ExecStream, Status> {
-        Self::open(client, Msg::Attach(v1::ExecAttach { exec_id: exec_id.to_owned() })).await
+        Self::open(
+            client,
+            Msg::Attach(v1::ExecAttach {
+                exec_id: exec_id.to_owned(),
+            }),
+        )
+        .await
     }
 
     async fn open(client: &mut Client, first: Msg) -> Result<ExecStream, Status> {
         let (tx, rx) = mpsc::channel(16);
-        tx.send(v1::ExecRequest { msg: Some(first) }).await.expect("receiver is alive");
+        tx.send(v1::ExecRequest { msg: Some(first) })
+            .await
+            .expect("receiver is alive");
         let mut responses = client.exec(ReceiverStream::new(rx)).await?.into_inner();
         match responses.message().await? {
-            Some(v1::ExecResponse { event: Some(Event::Started(s)) }) => Ok(ExecStream {
+            Some(v1::ExecResponse {
+                event: Some(Event::Started(s)),
+            }) => Ok(ExecStream {
                 input: ExecInput { tx },
                 responses,
                 exec_id: s.exec_id,
                 launch_ms: s.launch_ms,
             }),
-            Some(other) => Err(Status::internal(format!("expected `started`, daemon sent {other:?}"))),
-            None => Err(Status::unavailable("boxd closed the exec stream before it started")),
+            Some(other) => Err(Status::internal(format!(
+                "expected `started`, daemon sent {other:?}"
+            ))),
+            None => Err(Status::unavailable(
+                "boxd closed the exec stream before it started",
+            )),
         }
     }
 
@@ -75,10 +90,12 @@ impl ExecStream {
     /// without one, which is reported as an error instead).
     pub async fn next(&mut self) -> Result<Option<ExecEvent>, Status> {
         match self.responses.message().await? {
-            None => Err(Status::unavailable("boxd ended the exec stream without an exit")),
+            None => Err(Status::unavailable(
+                "boxd ended the exec stream without an exit",
+            )),
             Some(v1::ExecResponse { event }) => Ok(match event {
-                Some(Event::Stdout(b)) => Some(ExecEvent::Stdout(b.into())),
-                Some(Event::Stderr(b)) => Some(ExecEvent::Stderr(b.into())),
+                Some(Event::Stdout(b)) => Some(ExecEvent::Stdout(b)),
+                Some(Event::Stderr(b)) => Some(ExecEvent::Stderr(b)),
                 Some(Event::Exit(e)) => Some(ExecEvent::Exit(e)),
                 Some(Event::Started(_)) | None => {
                     return Err(Status::internal("unexpected message on the exec stream"));
@@ -112,7 +129,10 @@ impl ExecInput {
     }
 
     pub async fn signal(&self, signal: impl Into<String>) -> Result<(), Status> {
-        self.send(Msg::Signal(v1::Signal { signal: signal.into() })).await
+        self.send(Msg::Signal(v1::Signal {
+            signal: signal.into(),
+        }))
+        .await
     }
 
     pub async fn resize(&self, rows: u32, cols: u32) -> Result<(), Status> {

@@ -9,7 +9,7 @@
 mod exec;
 mod paths;
 
-pub use boxd_proto::{tonic, v1};
+pub use boxd_proto::{bytes, tonic, v1};
 pub use exec::{ExecEvent, ExecInput, ExecStream};
 pub use paths::{Paths, PathsError};
 
@@ -19,16 +19,27 @@ use boxd_proto::tonic::transport::{Channel, Endpoint};
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 
+/// HTTP/2 flow-control windows. The 64 KiB default caps a local stream at a
+/// fraction of what a pipe carries; these keep backpressure (bounded bytes
+/// in flight) while letting bulk output run.
+pub const STREAM_WINDOW: u32 = 4 << 20;
+pub const CONNECTION_WINDOW: u32 = 16 << 20;
+
 /// The generated client type, over a Unix-socket channel.
 pub type Client = v1::boxd_client::BoxdClient<Channel>;
 
 /// Why a client could not reach the daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    #[error("boxd is not running (nothing answers on {socket}); start it with `boxctl daemon start`")]
+    #[error(
+        "boxd is not running (nothing answers on {socket}); start it with `boxctl daemon start`"
+    )]
     NotRunning { socket: PathBuf },
     #[error("cannot connect to boxd at {socket}: {source}")]
-    Io { socket: PathBuf, source: std::io::Error },
+    Io {
+        socket: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Connects to the daemon listening on `socket`.
@@ -38,7 +49,9 @@ pub enum ConnectError {
 pub async fn connect(socket: &Path) -> Result<Client, ConnectError> {
     let path = socket.to_path_buf();
     // The URI is required by the API but unused: the connector dials the socket.
-    let endpoint = Endpoint::from_static("http://boxd.invalid");
+    let endpoint = Endpoint::from_static("http://boxd.invalid")
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW);
     let connector_path = path.clone();
     let channel = endpoint
         .connect_with_connector(tower::service_fn(move |_| {
@@ -59,7 +72,9 @@ fn classify(socket: &Path, err: boxd_proto::tonic::transport::Error) -> ConnectE
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             return match io.kind() {
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                    ConnectError::NotRunning { socket: socket.to_path_buf() }
+                    ConnectError::NotRunning {
+                        socket: socket.to_path_buf(),
+                    }
                 }
                 kind => ConnectError::Io {
                     socket: socket.to_path_buf(),
@@ -69,5 +84,8 @@ fn classify(socket: &Path, err: boxd_proto::tonic::transport::Error) -> ConnectE
         }
         src = e.source();
     }
-    ConnectError::Io { socket: socket.to_path_buf(), source: std::io::Error::other(err.to_string()) }
+    ConnectError::Io {
+        socket: socket.to_path_buf(),
+        source: std::io::Error::other(err.to_string()),
+    }
 }

@@ -24,8 +24,14 @@ pub enum PathsError {
     NoHome,
     #[error("{what} must be an absolute path: {path}")]
     NotAbsolute { what: &'static str, path: PathBuf },
-    #[error("socket path is {len} bytes, longer than the {max} this platform allows: {path}; pass a shorter --socket")]
-    SocketTooLong { path: PathBuf, len: usize, max: usize },
+    #[error(
+        "socket path is {len} bytes, longer than the {max} this platform allows: {path}; pass a shorter --socket"
+    )]
+    SocketTooLong {
+        path: PathBuf,
+        len: usize,
+        max: usize,
+    },
 }
 
 impl Paths {
@@ -52,14 +58,20 @@ impl Paths {
         };
         let len = socket.as_os_str().len();
         if len > MAX_SOCKET_PATH {
-            return Err(PathsError::SocketTooLong { path: socket, len, max: MAX_SOCKET_PATH });
+            return Err(PathsError::SocketTooLong {
+                path: socket,
+                len,
+                max: MAX_SOCKET_PATH,
+            });
         }
         Ok(Paths { socket, home })
     }
 }
 
 fn env_path(var: &str) -> Option<PathBuf> {
-    std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from)
+    std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 fn absolute(what: &'static str, p: &Path) -> Result<PathBuf, PathsError> {
@@ -68,7 +80,10 @@ fn absolute(what: &'static str, p: &Path) -> Result<PathBuf, PathsError> {
     } else {
         std::env::current_dir()
             .map(|cwd| cwd.join(p))
-            .map_err(|_| PathsError::NotAbsolute { what, path: p.to_path_buf() })
+            .map_err(|_| PathsError::NotAbsolute {
+                what,
+                path: p.to_path_buf(),
+            })
     }
 }
 
@@ -77,7 +92,9 @@ fn project_dirs() -> Option<directories::ProjectDirs> {
 }
 
 fn default_home() -> Result<PathBuf, PathsError> {
-    project_dirs().map(|d| d.data_dir().to_path_buf()).ok_or(PathsError::NoHome)
+    project_dirs()
+        .map(|d| d.data_dir().to_path_buf())
+        .ok_or(PathsError::NoHome)
 }
 
 fn default_socket() -> PathBuf {
@@ -86,7 +103,9 @@ fn default_socket() -> PathBuf {
     }
     // SAFETY: getuid has no preconditions and cannot fail.
     let uid = unsafe { libc::getuid() };
-    std::env::temp_dir().join(format!("boxd-{uid}")).join("boxd.sock")
+    std::env::temp_dir()
+        .join(format!("boxd-{uid}"))
+        .join("boxd.sock")
 }
 
 #[cfg(test)]

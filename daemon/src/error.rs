@@ -32,7 +32,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
 
     pub fn code(&self) -> Code {
@@ -80,7 +83,10 @@ mod tests {
             (Error::InvalidArgument("x".into()), Code::InvalidArgument),
             (Error::NotFound("x".into()), Code::NotFound),
             (Error::AlreadyExists("x".into()), Code::AlreadyExists),
-            (Error::FailedPrecondition("x".into()), Code::FailedPrecondition),
+            (
+                Error::FailedPrecondition("x".into()),
+                Code::FailedPrecondition,
+            ),
             (Error::Unimplemented("x".into()), Code::Unimplemented),
             (Error::Engine("x".into()), Code::Unavailable),
             (Error::Internal("x".into()), Code::Internal),

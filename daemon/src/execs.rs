@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use boxd_proto::bytes::Bytes;
+use boxd_proto::bytes::{Bytes, BytesMut};
 use boxd_proto::tonic::Status;
 use boxd_proto::v1::{self, exec_response::Event};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -32,7 +32,7 @@ pub const BACKLOG_BYTES: usize = 1 << 20;
 /// After the process exits, output still arriving (from a background
 /// process holding the pipe) is read until the pipe is quiet this long.
 const QUIET_AFTER_EXIT: Duration = Duration::from_millis(100);
-const CHUNK: usize = 64 * 1024;
+const CHUNK: usize = 128 * 1024;
 
 /// What the gRPC layer hands a client's response stream.
 pub type Subscriber = mpsc::Sender<Result<v1::ExecResponse, Status>>;
@@ -131,21 +131,30 @@ impl Session {
             Error::FailedPrecondition(format!("exec {} was started without stdin", self.id))
         })?;
         if self.stdin_closed.load(Ordering::SeqCst) {
-            return Err(Error::FailedPrecondition(format!("stdin of exec {} is closed", self.id)));
+            return Err(Error::FailedPrecondition(format!(
+                "stdin of exec {} is closed",
+                self.id
+            )));
         }
         Ok(tx)
     }
 
     pub fn signal(&self, signal: i32) -> Result<()> {
         if self.exited() {
-            return Err(Error::FailedPrecondition(format!("exec {} has exited", self.id)));
+            return Err(Error::FailedPrecondition(format!(
+                "exec {} has exited",
+                self.id
+            )));
         }
         self.control.signal(signal)
     }
 
     pub fn resize(&self, rows: u32, cols: u32) -> Result<()> {
         if !self.tty {
-            return Err(Error::FailedPrecondition(format!("exec {} has no TTY", self.id)));
+            return Err(Error::FailedPrecondition(format!(
+                "exec {} has no TTY",
+                self.id
+            )));
         }
         let (rows, cols) = tty_size(rows, cols)?;
         self.control.resize(rows, cols)
@@ -172,7 +181,9 @@ impl Session {
             timed_out: self.timed_out.load(Ordering::SeqCst),
         };
         let mut out = self.out.lock().await;
-        let msg = v1::ExecResponse { event: Some(Event::Exit(exit.clone())) };
+        let msg = v1::ExecResponse {
+            event: Some(Event::Exit(exit.clone())),
+        };
         out.exit_delivered = out.send(&msg).await;
         out.exit = Some(exit);
         // Dropping the senders ends every client's stream after the exit.
@@ -193,7 +204,11 @@ impl Session {
             }
         }
         if let Some(exit) = out.exit.clone() {
-            let _ = sub.send(Ok(v1::ExecResponse { event: Some(Event::Exit(exit)) })).await;
+            let _ = sub
+                .send(Ok(v1::ExecResponse {
+                    event: Some(Event::Exit(exit)),
+                }))
+                .await;
             out.exit_delivered = true;
             return false;
         }
@@ -209,7 +224,9 @@ fn stdin_gone() -> Error {
 pub fn tty_size(rows: u32, cols: u32) -> Result<(u16, u16)> {
     match (u16::try_from(rows), u16::try_from(cols)) {
         (Ok(r), Ok(c)) if r > 0 && c > 0 => Ok((r, c)),
-        _ => Err(Error::InvalidArgument(format!("invalid TTY size {rows}x{cols}"))),
+        _ => Err(Error::InvalidArgument(format!(
+            "invalid TTY size {rows}x{cols}"
+        ))),
     }
 }
 
@@ -221,7 +238,10 @@ pub struct Execs {
 
 impl Execs {
     pub fn new(registry: Arc<Registry>) -> Arc<Execs> {
-        Arc::new(Execs { registry, sessions: Mutex::new(HashMap::new()) })
+        Arc::new(Execs {
+            registry,
+            sessions: Mutex::new(HashMap::new()),
+        })
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<Session>> {
@@ -234,7 +254,13 @@ impl Execs {
     }
 
     pub fn list(&self) -> Vec<Arc<Session>> {
-        let mut v: Vec<_> = self.sessions.lock().expect("exec table").values().cloned().collect();
+        let mut v: Vec<_> = self
+            .sessions
+            .lock()
+            .expect("exec table")
+            .values()
+            .cloned()
+            .collect();
         v.sort_by_key(|s| s.started_at_ms);
         v
     }
@@ -253,7 +279,11 @@ impl Execs {
     }
 
     /// Starts a command; `sub` receives `started`, the output and the exit.
-    pub async fn start(self: &Arc<Self>, req: v1::ExecStart, sub: Subscriber) -> Result<Arc<Session>> {
+    pub async fn start(
+        self: &Arc<Self>,
+        req: v1::ExecStart,
+        sub: Subscriber,
+    ) -> Result<Arc<Session>> {
         let begin = Instant::now();
         validate::command(&req.command, &req.args)?;
         let record = self.registry.running(&req.box_name).await?;
@@ -318,16 +348,27 @@ impl Execs {
             done: watch::channel(false).0,
         });
         let started = v1::ExecResponse {
-            event: Some(Event::Started(v1::ExecStarted { exec_id: id.clone(), launch_ms })),
+            event: Some(Event::Started(v1::ExecStarted {
+                exec_id: id.clone(),
+                launch_ms,
+            })),
         };
         // The exec is addressable before its client learns the id, and the
         // client learns the id before any output.
-        self.sessions.lock().expect("exec table").insert(id.clone(), session.clone());
+        self.sessions
+            .lock()
+            .expect("exec table")
+            .insert(id.clone(), session.clone());
         let _ = sub.send(Ok(started)).await;
         session.out.lock().await.subscribers.push(sub.clone());
         tracing::debug!(exec_id = %id, box_name = %session.box_name, launch_ms, "exec started");
 
-        self.spawn_pump(session.clone(), process.stdout, process.stderr, process.exit);
+        self.spawn_pump(
+            session.clone(),
+            process.stdout,
+            process.stderr,
+            process.exit,
+        );
         if req.timeout_ms > 0 {
             let s = session.clone();
             let limit = Duration::from_millis(req.timeout_ms);
@@ -346,7 +387,10 @@ impl Execs {
     pub async fn attach(self: &Arc<Self>, id: &str, sub: Subscriber) -> Result<Arc<Session>> {
         let session = self.get(id)?;
         let started = v1::ExecResponse {
-            event: Some(Event::Started(v1::ExecStarted { exec_id: id.to_owned(), launch_ms: 0 })),
+            event: Some(Event::Started(v1::ExecStarted {
+                exec_id: id.to_owned(),
+                launch_ms: 0,
+            })),
         };
         let _ = sub.send(Ok(started)).await;
         if !session.attach(sub.clone()).await {
@@ -383,7 +427,12 @@ impl Execs {
         tokio::spawn(async move {
             let (exited_tx, exited_rx) = watch::channel(false);
             let (tx, mut rx) = mpsc::channel::<v1::ExecResponse>(4);
-            tokio::spawn(read_stream(stdout, Event::Stdout, tx.clone(), exited_rx.clone()));
+            tokio::spawn(read_stream(
+                stdout,
+                Event::Stdout,
+                tx.clone(),
+                exited_rx.clone(),
+            ));
             if let Some(stderr) = stderr {
                 tokio::spawn(read_stream(stderr, Event::Stderr, tx.clone(), exited_rx));
             }
@@ -425,23 +474,27 @@ async fn read_stream(
     tx: mpsc::Sender<v1::ExecResponse>,
     mut exited: watch::Receiver<bool>,
 ) {
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = BytesMut::new();
     loop {
+        // Chunks are handed on without copying: each read fills fresh space.
+        buf.reserve(CHUNK);
         let read = if *exited.borrow() {
-            match tokio::time::timeout(QUIET_AFTER_EXIT, r.read(&mut buf)).await {
+            match tokio::time::timeout(QUIET_AFTER_EXIT, r.read_buf(&mut buf)).await {
                 Ok(res) => res,
                 Err(_) => break,
             }
         } else {
             tokio::select! {
-                res = r.read(&mut buf) => res,
+                res = r.read_buf(&mut buf) => res,
                 _ = exited.changed() => continue,
             }
         };
         match read {
             Ok(0) | Err(_) => break, // EOF, or EIO from a pty whose slave closed
-            Ok(n) => {
-                let msg = v1::ExecResponse { event: Some(wrap(Bytes::copy_from_slice(&buf[..n]))) };
+            Ok(_) => {
+                let msg = v1::ExecResponse {
+                    event: Some(wrap(buf.split().freeze())),
+                };
                 if tx.send(msg).await.is_err() {
                     break;
                 }

@@ -19,9 +19,12 @@ pub enum ListenError {
 /// binds a 0600 socket.
 pub async fn bind(socket: &Path) -> Result<UnixListener, ListenError> {
     let setup = |what: &str, e: std::io::Error| ListenError::Setup(format!("{what}: {e}"));
-    let dir = socket
-        .parent()
-        .ok_or_else(|| ListenError::Setup(format!("socket path has no directory: {}", socket.display())))?;
+    let dir = socket.parent().ok_or_else(|| {
+        ListenError::Setup(format!(
+            "socket path has no directory: {}",
+            socket.display()
+        ))
+    })?;
     std::fs::create_dir_all(dir).map_err(|e| setup(&format!("create {}", dir.display()), e))?;
     let meta = std::fs::metadata(dir).map_err(|e| setup(&format!("stat {}", dir.display()), e))?;
     // SAFETY: getuid has no preconditions.
@@ -43,7 +46,8 @@ pub async fn bind(socket: &Path) -> Result<UnixListener, ListenError> {
         tracing::info!(socket = %socket.display(), "replacing a stale socket");
         std::fs::remove_file(socket).map_err(|e| setup("remove stale socket", e))?;
     }
-    let listener = UnixListener::bind(socket).map_err(|e| setup(&format!("bind {}", socket.display()), e))?;
+    let listener =
+        UnixListener::bind(socket).map_err(|e| setup(&format!("bind {}", socket.display()), e))?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| setup(&format!("chmod {}", socket.display()), e))?;
     Ok(listener)
@@ -64,8 +68,12 @@ pub fn check_peer(req: Request<()>) -> Result<Request<()>, Status> {
         Some(uid) if uid == me => Ok(req),
         Some(uid) => {
             tracing::warn!(peer_uid = uid, "refused a peer with another uid");
-            Err(Status::permission_denied(format!("boxd serves uid {me} only; this peer is uid {uid}")))
+            Err(Status::permission_denied(format!(
+                "boxd serves uid {me} only; this peer is uid {uid}"
+            )))
         }
-        None => Err(Status::permission_denied("cannot read the peer's credentials")),
+        None => Err(Status::permission_denied(
+            "cannot read the peer's credentials",
+        )),
     }
 }

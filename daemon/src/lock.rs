@@ -10,21 +10,28 @@ use nix::fcntl::{Flock, FlockArg};
 
 pub struct HomeLock {
     _lock: Flock<File>,
-    pub path: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
-    #[error("another boxd (pid {pid}) is already serving {home}; stop it first (boxctl daemon stop)")]
+    #[error(
+        "another boxd (pid {pid}) is already serving {home}; stop it first (boxctl daemon stop)"
+    )]
     Held { pid: String, home: PathBuf },
     #[error("cannot open the lock file {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl HomeLock {
     pub fn acquire(home: &Path) -> Result<HomeLock, LockError> {
         let path = home.join("boxd.lock");
-        let io = |source| LockError::Io { path: path.clone(), source };
+        let io = |source| LockError::Io {
+            path: path.clone(),
+            source,
+        };
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -38,14 +45,21 @@ impl HomeLock {
                 let mut pid = String::new();
                 let _ = file.read_to_string(&mut pid);
                 let pid = pid.trim().to_owned();
-                let pid = if pid.is_empty() { "unknown".into() } else { pid };
-                return Err(LockError::Held { pid, home: home.to_path_buf() });
+                let pid = if pid.is_empty() {
+                    "unknown".into()
+                } else {
+                    pid
+                };
+                return Err(LockError::Held {
+                    pid,
+                    home: home.to_path_buf(),
+                });
             }
         };
         lock.set_len(0).map_err(io)?;
         lock.rewind().map_err(io)?;
         writeln!(lock, "{}", std::process::id()).map_err(io)?;
-        Ok(HomeLock { _lock: lock, path })
+        Ok(HomeLock { _lock: lock })
     }
 }
 
@@ -61,7 +75,8 @@ mod tests {
         // in the same process conflicts just like another process would.
         match HomeLock::acquire(home.path()) {
             Err(LockError::Held { pid, .. }) => assert_eq!(pid, std::process::id().to_string()),
-            other => panic!("expected Held, got {:?}", other.map(|l| l.path)),
+            Ok(_) => panic!("a second lock was granted"),
+            Err(e) => panic!("expected Held, got {e}"),
         }
     }
 }

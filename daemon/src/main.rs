@@ -24,7 +24,11 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::Engine;
 
 #[derive(Parser, Debug)]
-#[command(name = "boxd", version, about = "The per-user box daemon: serves named boxes over gRPC on a Unix socket")]
+#[command(
+    name = "boxd",
+    version,
+    about = "The per-user box daemon: serves named boxes over gRPC on a Unix socket"
+)]
 struct Cli {
     /// The Unix socket to listen on [default: $XDG_RUNTIME_DIR/boxd/boxd.sock].
     #[arg(long, env = "BOXD_SOCKET")]
@@ -54,7 +58,10 @@ fn main() -> ExitCode {
         engine::namespace::nsexec::helper_main(argv.collect());
     }
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("boxd: cannot start the async runtime: {e}");
@@ -76,7 +83,8 @@ async fn run(cli: Cli) -> Result<(), String> {
     // Everything the daemon writes is private to its user.
     // SAFETY: umask has no preconditions.
     unsafe { libc::umask(0o077) };
-    std::fs::create_dir_all(&paths.home).map_err(|e| format!("create {}: {e}", paths.home.display()))?;
+    std::fs::create_dir_all(&paths.home)
+        .map_err(|e| format!("create {}: {e}", paths.home.display()))?;
     let _log_guard = logging::init(&paths.home.join("logs"));
     let _lock = lock::HomeLock::acquire(&paths.home).map_err(|e| e.to_string())?;
 
@@ -84,10 +92,14 @@ async fn run(cli: Cli) -> Result<(), String> {
     let info = engine.info();
     tracing::info!(engine = info.name, version = %info.version, isolation = info.isolation.as_str(), "engine ready");
     let registry = Arc::new(
-        registry::Registry::open(paths.home.join("boxes"), engine).await.map_err(|e| e.to_string())?,
+        registry::Registry::open(paths.home.join("boxes"), engine)
+            .await
+            .map_err(|e| e.to_string())?,
     );
     let execs = execs::Execs::new(registry.clone());
-    let listener = listener::bind(&paths.socket).await.map_err(|e| e.to_string())?;
+    let listener = listener::bind(&paths.socket)
+        .await
+        .map_err(|e| e.to_string())?;
     let shutdown = CancellationToken::new();
 
     let service = service::Service {
@@ -104,6 +116,8 @@ async fn run(cli: Cli) -> Result<(), String> {
     let stop_serving = shutdown.clone();
     let mut server = tokio::spawn(
         Server::builder()
+            .initial_stream_window_size(boxd_client::STREAM_WINDOW)
+            .initial_connection_window_size(boxd_client::CONNECTION_WINDOW)
             .add_service(InterceptedService::new(api, listener::check_peer))
             .serve_with_incoming_shutdown(incoming, async move { stop_serving.cancelled().await }),
     );
@@ -116,11 +130,17 @@ async fn run(cli: Cli) -> Result<(), String> {
     tracing::info!(%reason, "shutting down");
     shutdown.cancel();
     execs.kill_all();
-    if tokio::time::timeout(Duration::from_secs(3), registry.stop_all()).await.is_err() {
+    if tokio::time::timeout(Duration::from_secs(3), registry.stop_all())
+        .await
+        .is_err()
+    {
         tracing::warn!("boxes did not stop within 3 s");
     }
     // Open streams can hold a graceful shutdown forever (tonic#1820); bound it.
-    if tokio::time::timeout(Duration::from_secs(1), &mut server).await.is_err() {
+    if tokio::time::timeout(Duration::from_secs(1), &mut server)
+        .await
+        .is_err()
+    {
         server.abort();
     }
     let _ = std::fs::remove_file(&paths.socket);
@@ -130,9 +150,12 @@ async fn run(cli: Cli) -> Result<(), String> {
 
 fn select_engine(choice: EngineChoice, paths: &Paths) -> Result<Arc<dyn Engine>, String> {
     match choice {
-        EngineChoice::Boxlite => Err("the BoxLite engine is not part of this build; use --engine namespace".into()),
+        EngineChoice::Boxlite => {
+            Err("the BoxLite engine is not part of this build; use --engine namespace".into())
+        }
         EngineChoice::Auto | EngineChoice::Namespace => {
-            let engine = engine::namespace::NamespaceEngine::new(&paths.home).map_err(|e| e.to_string())?;
+            let engine =
+                engine::namespace::NamespaceEngine::new(&paths.home).map_err(|e| e.to_string())?;
             Ok(Arc::new(engine))
         }
     }
@@ -140,7 +163,10 @@ fn select_engine(choice: EngineChoice, paths: &Paths) -> Result<Arc<dyn Engine>,
 
 async fn wait_for_signal() -> String {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         std::future::pending::<()>().await;
         unreachable!()
     };

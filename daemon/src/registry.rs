@@ -102,28 +102,42 @@ pub struct CreateOutcome {
 }
 
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 fn new_id() -> String {
     use rand::Rng;
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let mut rng = rand::rng();
-    (0..12).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+    (0..12)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 impl Registry {
     /// Loads every box under `dir` and reconciles it with the engine: a box
     /// recorded as running that the engine no longer runs is stopped.
     pub async fn open(dir: PathBuf, engine: Arc<dyn Engine>) -> Result<Registry> {
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
-        let running: Vec<String> =
-            engine.list().await?.into_iter().filter(|b| b.running).map(|b| b.id).collect();
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+        let running: Vec<String> = engine
+            .list()
+            .await?
+            .into_iter()
+            .filter(|b| b.running)
+            .map(|b| b.id)
+            .collect();
         let mut boxes = BTreeMap::new();
-        let entries = std::fs::read_dir(&dir).map_err(|e| Error::io(format!("read {}", dir.display()), e))?;
+        let entries =
+            std::fs::read_dir(&dir).map_err(|e| Error::io(format!("read {}", dir.display()), e))?;
         for entry in entries.flatten() {
             let path = entry.path().join("box.json");
-            let Ok(text) = std::fs::read(&path) else { continue };
+            let Ok(text) = std::fs::read(&path) else {
+                continue;
+            };
             let mut record: BoxRecord = match serde_json::from_slice(&text) {
                 Ok(r) => r,
                 Err(e) => {
@@ -132,8 +146,10 @@ impl Registry {
                 }
             };
             record.dir = entry.path();
-            if matches!(record.state, State::Running | State::Starting | State::Stopping)
-                && !running.contains(&record.id)
+            if matches!(
+                record.state,
+                State::Running | State::Starting | State::Stopping
+            ) && !running.contains(&record.id)
             {
                 tracing::info!(name = %record.name, "box was running when boxd stopped; it is stopped now");
                 record.state = State::Stopped;
@@ -143,7 +159,12 @@ impl Registry {
         }
         tracing::info!(boxes = boxes.len(), "box registry loaded");
         let (events, _) = broadcast::channel(1024);
-        Ok(Registry { dir, engine, events, boxes: Mutex::new(boxes) })
+        Ok(Registry {
+            dir,
+            engine,
+            events,
+            boxes: Mutex::new(boxes),
+        })
     }
 
     pub fn engine(&self) -> &Arc<dyn Engine> {
@@ -223,7 +244,11 @@ impl Registry {
                 continue;
             }
             let warnings = reuse_warnings(&guard.spec, &spec);
-            return Ok(CreateOutcome { record: guard.clone(), created: false, warnings });
+            return Ok(CreateOutcome {
+                record: guard.clone(),
+                created: false,
+                warnings,
+            });
         }
     }
 
@@ -244,13 +269,20 @@ impl Registry {
         match result {
             Ok(warnings) => {
                 self.emit(&guard, 0, "created");
-                Ok(CreateOutcome { record: guard.clone(), created: true, warnings })
+                Ok(CreateOutcome {
+                    record: guard.clone(),
+                    created: true,
+                    warnings,
+                })
             }
             Err(e) => {
                 guard.state = State::Removed;
                 let _ = std::fs::remove_dir_all(&guard.dir);
                 let mut boxes = self.boxes.lock().expect("registry lock");
-                if boxes.get(&guard.name).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
+                if boxes
+                    .get(&guard.name)
+                    .is_some_and(|s| Arc::ptr_eq(s, &slot))
+                {
                     boxes.remove(&guard.name);
                 }
                 Err(e)
@@ -281,7 +313,11 @@ impl Registry {
                 guard.state = State::Failed;
                 guard.error = e.to_string();
                 persist(&guard)?;
-                self.emit(&guard, begin.elapsed().as_millis() as u64, &guard.error.clone());
+                self.emit(
+                    &guard,
+                    begin.elapsed().as_millis() as u64,
+                    &guard.error.clone(),
+                );
                 Err(e)
             }
         }
@@ -346,7 +382,13 @@ impl Registry {
 
     /// Every box, by name.
     pub async fn list(&self) -> Vec<BoxRecord> {
-        let slots: Vec<Arc<Slot>> = self.boxes.lock().expect("registry lock").values().cloned().collect();
+        let slots: Vec<Arc<Slot>> = self
+            .boxes
+            .lock()
+            .expect("registry lock")
+            .values()
+            .cloned()
+            .collect();
         let mut out = Vec::with_capacity(slots.len());
         for slot in slots {
             let record = slot.lock().await;
@@ -360,7 +402,13 @@ impl Registry {
     /// Stops every running box (daemon shutdown). The records keep saying
     /// "stopped" so a restart finds them.
     pub async fn stop_all(&self) {
-        let names: Vec<String> = self.boxes.lock().expect("registry lock").keys().cloned().collect();
+        let names: Vec<String> = self
+            .boxes
+            .lock()
+            .expect("registry lock")
+            .keys()
+            .cloned()
+            .collect();
         for name in names {
             if let Err(e) = self.stop(&name, true).await {
                 tracing::warn!(box_name = %name, error = %e, "could not stop box at shutdown");
@@ -396,19 +444,35 @@ pub fn reuse_warnings(have: &BoxSpec, want: &BoxSpec) -> Vec<String> {
         differs("memory_mib", opt(have.memory_mib), opt(want.memory_mib));
     }
     if want.disk_size_gb.is_some() && want.disk_size_gb != have.disk_size_gb {
-        differs("disk_size_gb", opt(have.disk_size_gb), opt(want.disk_size_gb));
+        differs(
+            "disk_size_gb",
+            opt(have.disk_size_gb),
+            opt(want.disk_size_gb),
+        );
     }
     if !want.mounts.is_empty() && want.mounts != have.mounts {
-        differs("mounts", format!("{:?}", have.mounts), format!("{:?}", want.mounts));
+        differs(
+            "mounts",
+            format!("{:?}", have.mounts),
+            format!("{:?}", want.mounts),
+        );
     }
     if !want.allow_net.is_empty() && want.allow_net != have.allow_net {
-        differs("allow_net", format!("{:?}", have.allow_net), format!("{:?}", want.allow_net));
+        differs(
+            "allow_net",
+            format!("{:?}", have.allow_net),
+            format!("{:?}", want.allow_net),
+        );
     }
     if !want.env.is_empty() && want.env != have.env {
         differs("env", format!("{:?}", have.env), format!("{:?}", want.env));
     }
     if want.working_dir.is_some() && want.working_dir != have.working_dir {
-        differs("working_dir", format!("{:?}", have.working_dir), format!("{:?}", want.working_dir));
+        differs(
+            "working_dir",
+            format!("{:?}", have.working_dir),
+            format!("{:?}", want.working_dir),
+        );
     }
     w
 }

@@ -58,7 +58,11 @@ impl Service {
             let guest_path = validate::guest_path("mount guest path", &m.guest_path)?;
             validate::mount_target(&guest_path)?;
             let host_path = validate::host_path(&m.host_path, &self.home)?;
-            mounts.push(registry::Mount { host_path, guest_path, read_only: m.read_only });
+            mounts.push(registry::Mount {
+                host_path,
+                guest_path,
+                read_only: m.read_only,
+            });
         }
         let mut env = BTreeMap::new();
         for (k, v) in s.env {
@@ -67,7 +71,9 @@ impl Service {
         }
         for host in &s.allow_net {
             if host.is_empty() || host.len() > 253 || host.contains(char::is_whitespace) {
-                return Err(Error::InvalidArgument(format!("invalid allow-net host {host:?}")));
+                return Err(Error::InvalidArgument(format!(
+                    "invalid allow-net host {host:?}"
+                )));
             }
         }
         let working_dir = match s.working_dir.as_str() {
@@ -75,7 +81,9 @@ impl Service {
             d => Some(validate::guest_path("working directory", d)?),
         };
         if s.cpus == Some(0) || s.memory_mib == Some(0) || s.disk_size_gb == Some(0) {
-            return Err(Error::InvalidArgument("cpus, memory and disk size must be positive".into()));
+            return Err(Error::InvalidArgument(
+                "cpus, memory and disk size must be positive".into(),
+            ));
         }
         Ok(registry::BoxSpec {
             image,
@@ -99,12 +107,18 @@ impl Service {
             .message()
             .await?
             .and_then(|r| r.msg)
-            .ok_or_else(|| Status::invalid_argument("the first exec request must be `start` or `attach`"))?;
+            .ok_or_else(|| {
+                Status::invalid_argument("the first exec request must be `start` or `attach`")
+            })?;
         let (tx, rx) = mpsc::channel(16);
         let session = match first {
             Msg::Start(start) => self.execs.start(start, tx).await?,
             Msg::Attach(a) => self.execs.attach(&a.exec_id, tx).await?,
-            _ => return Err(Status::invalid_argument("the first exec request must be `start` or `attach`")),
+            _ => {
+                return Err(Status::invalid_argument(
+                    "the first exec request must be `start` or `attach`",
+                ));
+            }
         };
         tokio::spawn(pump_input(session, inbound));
         Ok(ReceiverStream::new(rx))
@@ -118,16 +132,18 @@ async fn pump_input(session: Arc<Session>, mut inbound: Streaming<v1::ExecReques
             m = inbound.message() => m,
             _ = session.wait_done() => return,
         };
-        let Ok(Some(v1::ExecRequest { msg: Some(msg) })) = msg else { return };
+        let Ok(Some(v1::ExecRequest { msg: Some(msg) })) = msg else {
+            return;
+        };
         let result = match msg {
             Msg::Stdin(data) => session.write_stdin(data).await,
             Msg::CloseStdin(true) => session.close_stdin().await,
             Msg::CloseStdin(false) => Ok(()),
             Msg::Signal(s) => validate::signal(&s.signal).and_then(|sig| session.signal(sig)),
             Msg::Resize(size) => session.resize(size.rows, size.cols),
-            Msg::Start(_) | Msg::Attach(_) => {
-                Err(Error::InvalidArgument("`start` and `attach` come only first".into()))
-            }
+            Msg::Start(_) | Msg::Attach(_) => Err(Error::InvalidArgument(
+                "`start` and `attach` come only first".into(),
+            )),
         };
         if let Err(e) = result {
             tracing::debug!(exec_id = %session.id, error = %e, "exec input refused");
@@ -158,7 +174,10 @@ pub fn spec_to_proto(s: &registry::BoxSpec) -> v1::BoxSpec {
 
 #[tonic::async_trait]
 impl Boxd for Service {
-    async fn describe(&self, _: Request<v1::DescribeRequest>) -> Result<Response<v1::DescribeResponse>, Status> {
+    async fn describe(
+        &self,
+        _: Request<v1::DescribeRequest>,
+    ) -> Result<Response<v1::DescribeResponse>, Status> {
         let e = self.registry.engine().info();
         Ok(Response::new(v1::DescribeResponse {
             protocol: v1::PROTOCOL.to_owned(),
@@ -175,7 +194,10 @@ impl Boxd for Service {
         }))
     }
 
-    async fn create_box(&self, req: Request<v1::CreateBoxRequest>) -> Result<Response<v1::CreateBoxResponse>, Status> {
+    async fn create_box(
+        &self,
+        req: Request<v1::CreateBoxRequest>,
+    ) -> Result<Response<v1::CreateBoxResponse>, Status> {
         let begin = Instant::now();
         let req = req.into_inner();
         validate::box_name(&req.name)?;
@@ -190,33 +212,59 @@ impl Boxd for Service {
         }))
     }
 
-    async fn start_box(&self, req: Request<v1::StartBoxRequest>) -> Result<Response<v1::StartBoxResponse>, Status> {
+    async fn start_box(
+        &self,
+        req: Request<v1::StartBoxRequest>,
+    ) -> Result<Response<v1::StartBoxResponse>, Status> {
         let name = req.into_inner().name;
         validate::box_name(&name)?;
         let (record, boot_ms) = self.registry.start(&name).await?;
-        Ok(Response::new(v1::StartBoxResponse { r#box: Some(self.info(&record)), boot_ms }))
+        Ok(Response::new(v1::StartBoxResponse {
+            r#box: Some(self.info(&record)),
+            boot_ms,
+        }))
     }
 
-    async fn stop_box(&self, req: Request<v1::StopBoxRequest>) -> Result<Response<v1::StopBoxResponse>, Status> {
+    async fn stop_box(
+        &self,
+        req: Request<v1::StopBoxRequest>,
+    ) -> Result<Response<v1::StopBoxResponse>, Status> {
         let req = req.into_inner();
         validate::box_name(&req.name)?;
         let record = self.registry.stop(&req.name, req.force).await?;
-        Ok(Response::new(v1::StopBoxResponse { r#box: Some(self.info(&record)) }))
+        Ok(Response::new(v1::StopBoxResponse {
+            r#box: Some(self.info(&record)),
+        }))
     }
 
-    async fn remove_box(&self, req: Request<v1::RemoveBoxRequest>) -> Result<Response<v1::RemoveBoxResponse>, Status> {
+    async fn remove_box(
+        &self,
+        req: Request<v1::RemoveBoxRequest>,
+    ) -> Result<Response<v1::RemoveBoxResponse>, Status> {
         let req = req.into_inner();
         validate::box_name(&req.name)?;
         self.registry.remove(&req.name, req.force).await?;
         Ok(Response::new(v1::RemoveBoxResponse {}))
     }
 
-    async fn list_boxes(&self, _: Request<v1::ListBoxesRequest>) -> Result<Response<v1::ListBoxesResponse>, Status> {
-        let boxes = self.registry.list().await.iter().map(|r| self.info(r)).collect();
+    async fn list_boxes(
+        &self,
+        _: Request<v1::ListBoxesRequest>,
+    ) -> Result<Response<v1::ListBoxesResponse>, Status> {
+        let boxes = self
+            .registry
+            .list()
+            .await
+            .iter()
+            .map(|r| self.info(r))
+            .collect();
         Ok(Response::new(v1::ListBoxesResponse { boxes }))
     }
 
-    async fn inspect_box(&self, req: Request<v1::InspectBoxRequest>) -> Result<Response<v1::BoxInfo>, Status> {
+    async fn inspect_box(
+        &self,
+        req: Request<v1::InspectBoxRequest>,
+    ) -> Result<Response<v1::BoxInfo>, Status> {
         let name = req.into_inner().name;
         validate::box_name(&name)?;
         Ok(Response::new(self.info(&self.registry.get(&name).await?)))
@@ -224,7 +272,10 @@ impl Boxd for Service {
 
     type WatchBoxesStream = Stream2<v1::BoxEvent>;
 
-    async fn watch_boxes(&self, _: Request<v1::WatchBoxesRequest>) -> Result<Response<Self::WatchBoxesStream>, Status> {
+    async fn watch_boxes(
+        &self,
+        _: Request<v1::WatchBoxesRequest>,
+    ) -> Result<Response<Self::WatchBoxesStream>, Status> {
         let mut events = self.registry.subscribe();
         let (tx, rx) = mpsc::channel(64);
         let shutdown = self.shutdown.clone();
@@ -253,12 +304,18 @@ impl Boxd for Service {
 
     type ExecStream = Stream2<v1::ExecResponse>;
 
-    async fn exec(&self, req: Request<Streaming<v1::ExecRequest>>) -> Result<Response<Self::ExecStream>, Status> {
+    async fn exec(
+        &self,
+        req: Request<Streaming<v1::ExecRequest>>,
+    ) -> Result<Response<Self::ExecStream>, Status> {
         let stream = self.exec_stream(req.into_inner()).await?;
         Ok(Response::new(Box::pin(stream)))
     }
 
-    async fn send_input(&self, req: Request<v1::SendInputRequest>) -> Result<Response<v1::SendInputResponse>, Status> {
+    async fn send_input(
+        &self,
+        req: Request<v1::SendInputRequest>,
+    ) -> Result<Response<v1::SendInputResponse>, Status> {
         let req = req.into_inner();
         let session = self.execs.get(&req.exec_id)?;
         if !req.data.is_empty() {
@@ -270,21 +327,32 @@ impl Boxd for Service {
         Ok(Response::new(v1::SendInputResponse {}))
     }
 
-    async fn signal_exec(&self, req: Request<v1::SignalExecRequest>) -> Result<Response<v1::SignalExecResponse>, Status> {
+    async fn signal_exec(
+        &self,
+        req: Request<v1::SignalExecRequest>,
+    ) -> Result<Response<v1::SignalExecResponse>, Status> {
         let req = req.into_inner();
         let signal = validate::signal(&req.signal.map(|s| s.signal).unwrap_or_default())?;
         self.execs.get(&req.exec_id)?.signal(signal)?;
         Ok(Response::new(v1::SignalExecResponse {}))
     }
 
-    async fn resize_exec(&self, req: Request<v1::ResizeExecRequest>) -> Result<Response<v1::ResizeExecResponse>, Status> {
+    async fn resize_exec(
+        &self,
+        req: Request<v1::ResizeExecRequest>,
+    ) -> Result<Response<v1::ResizeExecResponse>, Status> {
         let req = req.into_inner();
-        let size = req.size.ok_or_else(|| Status::invalid_argument("size is required"))?;
+        let size = req
+            .size
+            .ok_or_else(|| Status::invalid_argument("size is required"))?;
         self.execs.get(&req.exec_id)?.resize(size.rows, size.cols)?;
         Ok(Response::new(v1::ResizeExecResponse {}))
     }
 
-    async fn list_execs(&self, req: Request<v1::ListExecsRequest>) -> Result<Response<v1::ListExecsResponse>, Status> {
+    async fn list_execs(
+        &self,
+        req: Request<v1::ListExecsRequest>,
+    ) -> Result<Response<v1::ListExecsResponse>, Status> {
         let filter = req.into_inner().box_name;
         let mut execs = Vec::new();
         for s in self.execs.list() {

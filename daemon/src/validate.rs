@@ -8,7 +8,9 @@ use crate::error::{Error, Result};
 /// `.` or `-`.
 pub fn box_name(name: &str) -> Result<()> {
     let ok_len = (1..=64).contains(&name.len());
-    let ok_chars = name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    let ok_chars = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
     let ok_start = !name.starts_with(['.', '-']);
     if ok_len && ok_chars && ok_start {
         Ok(())
@@ -23,7 +25,12 @@ pub fn box_name(name: &str) -> Result<()> {
 /// A path inside a box: absolute, normalized (no `.` or `..`), not `/`.
 pub fn guest_path(what: &str, path: &str) -> Result<String> {
     let p = Path::new(path);
-    let bad = || Error::InvalidArgument(format!("{what} must be an absolute path inside the box without '..': {:?}", truncate(path)));
+    let bad = || {
+        Error::InvalidArgument(format!(
+            "{what} must be an absolute path inside the box without '..': {:?}",
+            truncate(path)
+        ))
+    };
     if !p.is_absolute() || path.contains('\0') {
         return Err(bad());
     }
@@ -43,12 +50,17 @@ pub fn guest_path(what: &str, path: &str) -> Result<String> {
 pub fn host_path(path: &str, state_dir: &Path) -> Result<PathBuf> {
     let p = Path::new(path);
     if !p.is_absolute() || path.contains('\0') {
-        return Err(Error::InvalidArgument(format!("mount host path must be absolute: {:?}", truncate(path))));
+        return Err(Error::InvalidArgument(format!(
+            "mount host path must be absolute: {:?}",
+            truncate(path)
+        )));
     }
     let canon = p
         .canonicalize()
         .map_err(|e| Error::InvalidArgument(format!("mount host path {path:?}: {e}")))?;
-    let state = state_dir.canonicalize().unwrap_or_else(|_| state_dir.to_path_buf());
+    let state = state_dir
+        .canonicalize()
+        .unwrap_or_else(|_| state_dir.to_path_buf());
     if canon.starts_with(&state) || state.starts_with(&canon) {
         return Err(Error::InvalidArgument(format!(
             "mount host path {} would expose boxd's state directory {}",
@@ -63,7 +75,9 @@ pub fn host_path(path: &str, state_dir: &Path) -> Result<PathBuf> {
 pub fn mount_target(guest: &str) -> Result<()> {
     let reserved = ["/", "/proc", "/dev"];
     if reserved.contains(&guest) || guest.starts_with("/proc/") || guest.starts_with("/dev/") {
-        return Err(Error::InvalidArgument(format!("cannot mount over {guest} in a box")));
+        return Err(Error::InvalidArgument(format!(
+            "cannot mount over {guest} in a box"
+        )));
     }
     Ok(())
 }
@@ -71,7 +85,10 @@ pub fn mount_target(guest: &str) -> Result<()> {
 /// Environment variable names: non-empty, no `=`, no NUL; values no NUL.
 pub fn env_var(key: &str, value: &str) -> Result<()> {
     if key.is_empty() || key.contains(['=', '\0']) || value.contains('\0') {
-        return Err(Error::InvalidArgument(format!("invalid environment variable {:?}", truncate(key))));
+        return Err(Error::InvalidArgument(format!(
+            "invalid environment variable {:?}",
+            truncate(key)
+        )));
     }
     Ok(())
 }
@@ -82,7 +99,9 @@ pub fn command(command: &str, args: &[String]) -> Result<()> {
         return Err(Error::InvalidArgument("command is empty".into()));
     }
     if command.contains('\0') || args.iter().any(|a| a.contains('\0')) {
-        return Err(Error::InvalidArgument("command and arguments cannot contain NUL bytes".into()));
+        return Err(Error::InvalidArgument(
+            "command and arguments cannot contain NUL bytes".into(),
+        ));
     }
     Ok(())
 }
@@ -98,7 +117,11 @@ pub fn signal(s: &str) -> Result<i32> {
         Ok(n) => nix::sys::signal::Signal::try_from(n).ok(),
         Err(_) => {
             let upper = s.to_ascii_uppercase();
-            let name = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
+            let name = if upper.starts_with("SIG") {
+                upper
+            } else {
+                format!("SIG{upper}")
+            };
             name.parse::<nix::sys::signal::Signal>().ok()
         }
     };
@@ -120,7 +143,18 @@ mod tests {
         for ok in ["a", "box-1", "A.b_c", &"x".repeat(64), "9"] {
             assert!(box_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", ".hidden", "-flag", &"x".repeat(65), "a/b", "..", "a b", "ü", "a\0b", "../etc"] {
+        for bad in [
+            "",
+            ".hidden",
+            "-flag",
+            &"x".repeat(65),
+            "a/b",
+            "..",
+            "a b",
+            "ü",
+            "a\0b",
+            "../etc",
+        ] {
             assert!(box_name(bad).is_err(), "{bad:?}");
         }
     }

@@ -20,7 +20,11 @@ pub fn bin(name: &str) -> PathBuf {
     // target/<profile>/deps/<test> -> target/<profile>/<name>
     let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
     let path = profile_dir.join(name);
-    assert!(path.is_file(), "{} is not built; run `cargo build --workspace --bins` first", path.display());
+    assert!(
+        path.is_file(),
+        "{} is not built; run `cargo build --workspace --bins` first",
+        path.display()
+    );
     path
 }
 
@@ -45,10 +49,18 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start() -> Daemon {
-        let dir = tempfile::Builder::new().prefix("boxd-test-").tempdir_in("/tmp").expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("boxd-test-")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
         let socket = dir.path().join("run").join("boxd.sock");
         let home = dir.path().join("home");
-        let mut d = Daemon { child: None, dir, socket, home };
+        let mut d = Daemon {
+            child: None,
+            dir,
+            socket,
+            home,
+        };
         d.spawn();
         d
     }
@@ -79,7 +91,10 @@ impl Daemon {
             .arg(&self.home)
             .arg("--engine")
             .arg("namespace")
-            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null());
         cmd
     }
@@ -89,13 +104,16 @@ impl Daemon {
     }
 
     pub async fn client(&self) -> Client {
-        boxd_client::connect(&self.socket).await.expect("connect to boxd")
+        boxd_client::connect(&self.socket)
+            .await
+            .expect("connect to boxd")
     }
 
     /// A `boxctl` command aimed at this daemon.
     pub fn boxctl(&self) -> Command {
         let mut cmd = Command::new(bin("boxctl"));
-        cmd.env("BOXD_SOCKET", &self.socket).env("BOXD_HOME", &self.home);
+        cmd.env("BOXD_SOCKET", &self.socket)
+            .env("BOXD_HOME", &self.home);
         cmd
     }
 
@@ -146,13 +164,19 @@ impl Drop for Daemon {
 
 /// A box spec from the busybox image.
 pub fn busybox_spec() -> v1::BoxSpec {
-    v1::BoxSpec { image: busybox().to_string_lossy().into_owned(), ..Default::default() }
+    v1::BoxSpec {
+        image: busybox().to_string_lossy().into_owned(),
+        ..Default::default()
+    }
 }
 
 /// Creates and starts a busybox box.
 pub async fn up(client: &mut Client, name: &str, spec: v1::BoxSpec) -> v1::BoxInfo {
     client
-        .create_box(v1::CreateBoxRequest { name: name.into(), spec: Some(spec) })
+        .create_box(v1::CreateBoxRequest {
+            name: name.into(),
+            spec: Some(spec),
+        })
         .await
         .expect("create box");
     client
@@ -198,7 +222,10 @@ pub async fn collect(mut exec: ExecStream) -> Output {
                 out.exit = e;
                 // Nothing may follow the exit.
                 let (_, mut rest) = exec.into_parts();
-                assert!(rest.message().await.ok().flatten().is_none(), "an event followed the exit");
+                assert!(
+                    rest.message().await.ok().flatten().is_none(),
+                    "an event followed the exit"
+                );
                 return out;
             }
             None => panic!("stream ended without exit"),
@@ -208,7 +235,9 @@ pub async fn collect(mut exec: ExecStream) -> Output {
 
 /// Runs a command to completion in a box.
 pub async fn run(client: &mut Client, box_name: &str, argv: &[&str]) -> Output {
-    let exec = ExecStream::start(client, start_req(box_name, argv)).await.expect("exec start");
+    let exec = ExecStream::start(client, start_req(box_name, argv))
+        .await
+        .expect("exec start");
     collect(exec).await
 }
 

@@ -7,7 +7,11 @@ use boxd_tests::*;
 
 fn ok(cmd: &mut Command) -> Output {
     let out = cmd.output().expect("run boxctl");
-    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     out
 }
 
@@ -15,21 +19,39 @@ fn ok(cmd: &mut Command) -> Output {
 fn lifecycle_through_boxctl() {
     let d = Daemon::start();
     let image = busybox();
-    let out = ok(d.boxctl().args(["create", "cli", "--image"]).arg(&image).args(["-e", "A=1", "--json"]));
+    let out = ok(d
+        .boxctl()
+        .args(["create", "cli", "--image"])
+        .arg(&image)
+        .args(["-e", "A=1", "--json"]));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["created"], true);
     assert_eq!(v["box"]["isolation"], "namespace");
 
     ok(d.boxctl().args(["start", "cli"]));
-    let out = ok(d.boxctl().args(["exec", "cli", "--", "sh", "-c", "echo $A; echo oops >&2"]));
+    let out = ok(d
+        .boxctl()
+        .args(["exec", "cli", "--", "sh", "-c", "echo $A; echo oops >&2"]));
     assert_eq!(out.stdout, b"1\n");
     assert_eq!(out.stderr, b"oops\n");
 
-    let out = d.boxctl().args(["exec", "cli", "--", "sh", "-c", "exit 42"]).output().unwrap();
+    let out = d
+        .boxctl()
+        .args(["exec", "cli", "--", "sh", "-c", "exit 42"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(42));
-    let out = d.boxctl().args(["exec", "cli", "--", "sh", "-c", "kill -TERM $$"]).output().unwrap();
+    let out = d
+        .boxctl()
+        .args(["exec", "cli", "--", "sh", "-c", "kill -TERM $$"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(128 + 15));
-    let out = d.boxctl().args(["exec", "cli", "--", "missing-binary"]).output().unwrap();
+    let out = d
+        .boxctl()
+        .args(["exec", "cli", "--", "missing-binary"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(127));
 
     let mut child = d
@@ -63,7 +85,11 @@ fn lifecycle_through_boxctl() {
 fn run_creates_starts_execs_and_removes() {
     let d = Daemon::start();
     let image = busybox();
-    let out = ok(d.boxctl().args(["run", "--rm", "once", "--image"]).arg(&image).args(["--", "uname", "-s"]));
+    let out = ok(d
+        .boxctl()
+        .args(["run", "--rm", "once", "--image"])
+        .arg(&image)
+        .args(["--", "uname", "-s"]));
     assert_eq!(out.stdout, b"Linux\n");
     let out = ok(d.boxctl().args(["ls", "--json"]));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
@@ -74,11 +100,23 @@ fn errors_have_stable_exit_codes() {
     let d = Daemon::start();
     let out = d.boxctl().args(["start", "nope"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let out = d.boxctl().args(["create", "bad/name", "--image", "/tmp"]).output().unwrap();
+    let out = d
+        .boxctl()
+        .args(["create", "bad/name", "--image", "/tmp"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    let out = d.boxctl().args(["create", "x", "--image", "/tmp", "--mount", "nonsense"]).output().unwrap();
+    let out = d
+        .boxctl()
+        .args(["create", "x", "--image", "/tmp", "--mount", "nonsense"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let out = d.boxctl().args(["exec", "nope", "--", "true"]).output().unwrap();
+    let out = d
+        .boxctl()
+        .args(["exec", "nope", "--", "true"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(125));
     let out = d.boxctl().args(["--no-such-flag"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -96,10 +134,14 @@ fn errors_have_stable_exit_codes() {
 
 #[test]
 fn daemon_start_status_stop() {
-    let dir = tempfile::Builder::new().prefix("boxd-cli-").tempdir_in("/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("boxd-cli-")
+        .tempdir_in("/tmp")
+        .unwrap();
     let ctl = || {
         let mut c = Command::new(bin("boxctl"));
-        c.env("BOXD_HOME", dir.path().join("home")).env("BOXD_SOCKET", dir.path().join("s.sock"));
+        c.env("BOXD_HOME", dir.path().join("home"))
+            .env("BOXD_SOCKET", dir.path().join("s.sock"));
         c
     };
     let out = ctl().args(["daemon", "status"]).output().unwrap();
@@ -120,7 +162,10 @@ fn completions_and_version() {
     let out = ok(Command::new(bin("boxctl")).args(["completions", "bash"]));
     assert!(String::from_utf8_lossy(&out.stdout).contains("boxctl"));
     let dir = tempfile::tempdir().unwrap();
-    let out = ok(Command::new(bin("boxctl")).arg("--socket").arg(dir.path().join("x.sock")).args(["version", "--json"]));
+    let out = ok(Command::new(bin("boxctl"))
+        .arg("--socket")
+        .arg(dir.path().join("x.sock"))
+        .args(["version", "--json"]));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["daemon"].is_null());
 }

@@ -14,7 +14,10 @@ async fn create_reuse_start_exec_stop_remove() {
     let mut c = d.client().await;
     let spec = busybox_spec();
     let first = c
-        .create_box(v1::CreateBoxRequest { name: "life".into(), spec: Some(spec.clone()) })
+        .create_box(v1::CreateBoxRequest {
+            name: "life".into(),
+            spec: Some(spec.clone()),
+        })
         .await
         .unwrap()
         .into_inner();
@@ -28,36 +31,91 @@ async fn create_reuse_start_exec_stop_remove() {
     let mut other = spec.clone();
     other.cpus = Some(4);
     let again = c
-        .create_box(v1::CreateBoxRequest { name: "life".into(), spec: Some(other) })
+        .create_box(v1::CreateBoxRequest {
+            name: "life".into(),
+            spec: Some(other),
+        })
         .await
         .unwrap()
         .into_inner();
     assert!(!again.created);
     assert_eq!(again.r#box.unwrap().id, b.id);
-    assert!(again.warnings.iter().any(|w| w.contains("cpus")), "{:?}", again.warnings);
+    assert!(
+        again.warnings.iter().any(|w| w.contains("cpus")),
+        "{:?}",
+        again.warnings
+    );
 
-    let started = c.start_box(v1::StartBoxRequest { name: "life".into() }).await.unwrap().into_inner();
+    let started = c
+        .start_box(v1::StartBoxRequest {
+            name: "life".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(started.r#box.unwrap().state, v1::BoxState::Running as i32);
-    let noop = c.start_box(v1::StartBoxRequest { name: "life".into() }).await.unwrap().into_inner();
+    let noop = c
+        .start_box(v1::StartBoxRequest {
+            name: "life".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(noop.boot_ms, 0);
 
-    assert_eq!(sh(&mut c, "life", "echo hello; hostname").await, "hello\nlife\n");
+    assert_eq!(
+        sh(&mut c, "life", "echo hello; hostname").await,
+        "hello\nlife\n"
+    );
 
     // Removing a running box needs force.
-    let err = c.remove_box(v1::RemoveBoxRequest { name: "life".into(), force: false }).await.unwrap_err();
+    let err = c
+        .remove_box(v1::RemoveBoxRequest {
+            name: "life".into(),
+            force: false,
+        })
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
 
-    let stopped = c.stop_box(v1::StopBoxRequest { name: "life".into(), force: false }).await.unwrap().into_inner();
+    let stopped = c
+        .stop_box(v1::StopBoxRequest {
+            name: "life".into(),
+            force: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(stopped.r#box.unwrap().state, v1::BoxState::Stopped as i32);
-    let err = boxd_client::ExecStream::start(&mut c, start_req("life", &["true"])).await.err().unwrap();
+    let err = boxd_client::ExecStream::start(&mut c, start_req("life", &["true"]))
+        .await
+        .err()
+        .unwrap();
     assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
 
-    c.remove_box(v1::RemoveBoxRequest { name: "life".into(), force: false }).await.unwrap();
-    let list = c.list_boxes(v1::ListBoxesRequest {}).await.unwrap().into_inner();
+    c.remove_box(v1::RemoveBoxRequest {
+        name: "life".into(),
+        force: false,
+    })
+    .await
+    .unwrap();
+    let list = c
+        .list_boxes(v1::ListBoxesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     assert!(list.boxes.is_empty());
-    let err = c.inspect_box(v1::InspectBoxRequest { name: "life".into() }).await.unwrap_err();
+    let err = c
+        .inspect_box(v1::InspectBoxRequest {
+            name: "life".into(),
+        })
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), tonic::Code::NotFound);
-    assert!(!d.home.join("boxes").join(&b.id).exists(), "the box's files are gone");
+    assert!(
+        !d.home.join("boxes").join(&b.id).exists(),
+        "the box's files are gone"
+    );
 }
 
 use boxd_client::tonic;
@@ -67,7 +125,12 @@ async fn stdout_and_stderr_stay_apart_and_exit_codes_pass_through() {
     let d = Daemon::start();
     let mut c = d.client().await;
     up(&mut c, "io", busybox_spec()).await;
-    let out = run(&mut c, "io", &["sh", "-c", "echo out; echo err >&2; exit 3"]).await;
+    let out = run(
+        &mut c,
+        "io",
+        &["sh", "-c", "echo out; echo err >&2; exit 3"],
+    )
+    .await;
     assert_eq!(out.stdout, b"out\n");
     assert_eq!(out.stderr, b"err\n");
     assert_eq!(out.exit.code, Some(3));
@@ -130,14 +193,23 @@ async fn signals_kill_and_timeouts() {
     let mut c = d.client().await;
     up(&mut c, "sig", busybox_spec()).await;
 
-    let exec = ExecStream::start(&mut c, start_req("sig", &["sleep", "1000"])).await.unwrap();
+    let exec = ExecStream::start(&mut c, start_req("sig", &["sleep", "1000"]))
+        .await
+        .unwrap();
     exec.input().signal("SIGTERM").await.unwrap();
     let out = collect(exec).await;
     assert_eq!(out.exit.signal, Some(15));
 
     // A second client signals by id; the default is SIGKILL.
-    let exec = ExecStream::start(&mut c, start_req("sig", &["sleep", "1000"])).await.unwrap();
-    c.signal_exec(v1::SignalExecRequest { exec_id: exec.exec_id().into(), signal: None }).await.unwrap();
+    let exec = ExecStream::start(&mut c, start_req("sig", &["sleep", "1000"]))
+        .await
+        .unwrap();
+    c.signal_exec(v1::SignalExecRequest {
+        exec_id: exec.exec_id().into(),
+        signal: None,
+    })
+    .await
+    .unwrap();
     assert_eq!(collect(exec).await.exit.signal, Some(9));
 
     let mut req = start_req("sig", &["sleep", "1000"]);
@@ -147,7 +219,12 @@ async fn signals_kill_and_timeouts() {
     assert_eq!(out.exit.signal, Some(9));
 
     let bad = c
-        .signal_exec(v1::SignalExecRequest { exec_id: "nope".into(), signal: Some(v1::Signal { signal: "TERM".into() }) })
+        .signal_exec(v1::SignalExecRequest {
+            exec_id: "nope".into(),
+            signal: Some(v1::Signal {
+                signal: "TERM".into(),
+            }),
+        })
         .await
         .unwrap_err();
     assert_eq!(bad.code(), tonic::Code::NotFound);
@@ -164,13 +241,29 @@ async fn background_process_lives_across_execs_and_dies_with_the_box() {
     let ps = sh(&mut c, "bg", "ps").await;
     assert!(ps.contains("sleep 31337"), "{ps}");
     // The box has its own pid namespace.
-    let ps_host = std::process::Command::new("pgrep").args(["-f", "sleep 31337"]).output().unwrap();
-    assert!(!ps_host.stdout.is_empty(), "the process runs on the host kernel");
+    let ps_host = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 31337"])
+        .output()
+        .unwrap();
+    assert!(
+        !ps_host.stdout.is_empty(),
+        "the process runs on the host kernel"
+    );
 
-    c.stop_box(v1::StopBoxRequest { name: "bg".into(), force: false }).await.unwrap();
-    c.start_box(v1::StartBoxRequest { name: "bg".into() }).await.unwrap();
+    c.stop_box(v1::StopBoxRequest {
+        name: "bg".into(),
+        force: false,
+    })
+    .await
+    .unwrap();
+    c.start_box(v1::StartBoxRequest { name: "bg".into() })
+        .await
+        .unwrap();
     let ps = sh(&mut c, "bg", "ps").await;
-    assert!(!ps.contains("sleep 31337"), "stopping the box killed it: {ps}");
+    assert!(
+        !ps.contains("sleep 31337"),
+        "stopping the box killed it: {ps}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -179,15 +272,38 @@ async fn files_survive_stop_start_and_a_daemon_restart() {
     let mut c = d.client().await;
     up(&mut c, "keep", busybox_spec()).await;
     sh(&mut c, "keep", "echo kept > /root/note").await;
-    c.stop_box(v1::StopBoxRequest { name: "keep".into(), force: true }).await.unwrap();
-    c.start_box(v1::StartBoxRequest { name: "keep".into() }).await.unwrap();
+    c.stop_box(v1::StopBoxRequest {
+        name: "keep".into(),
+        force: true,
+    })
+    .await
+    .unwrap();
+    c.start_box(v1::StartBoxRequest {
+        name: "keep".into(),
+    })
+    .await
+    .unwrap();
     assert_eq!(sh(&mut c, "keep", "cat /root/note").await, "kept\n");
 
     d.restart();
     let mut c = d.client().await;
-    let info = c.inspect_box(v1::InspectBoxRequest { name: "keep".into() }).await.unwrap().into_inner();
-    assert_eq!(info.state, v1::BoxState::Stopped as i32, "a box the daemon stopped is stopped");
-    c.start_box(v1::StartBoxRequest { name: "keep".into() }).await.unwrap();
+    let info = c
+        .inspect_box(v1::InspectBoxRequest {
+            name: "keep".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        info.state,
+        v1::BoxState::Stopped as i32,
+        "a box the daemon stopped is stopped"
+    );
+    c.start_box(v1::StartBoxRequest {
+        name: "keep".into(),
+    })
+    .await
+    .unwrap();
     assert_eq!(sh(&mut c, "keep", "cat /root/note").await, "kept\n");
 }
 
@@ -200,7 +316,10 @@ async fn thirty_two_concurrent_execs() {
     for i in 0..32 {
         let mut c = c.clone();
         tasks.push(tokio::spawn(async move {
-            let script = format!("echo start {i}; sleep 0.2; echo end {i} >&2; exit {}", i % 7);
+            let script = format!(
+                "echo start {i}; sleep 0.2; echo end {i} >&2; exit {}",
+                i % 7
+            );
             let out = run(&mut c, "many", &["sh", "-c", &script]).await;
             assert_eq!(out.stdout_str(), format!("start {i}\n"));
             assert_eq!(String::from_utf8_lossy(&out.stderr), format!("end {i}\n"));
@@ -215,7 +334,11 @@ async fn thirty_two_concurrent_execs() {
 #[tokio::test(flavor = "multi_thread")]
 async fn socket_and_directory_are_private() {
     let d = Daemon::start();
-    let dir_mode = std::fs::metadata(d.socket.parent().unwrap()).unwrap().permissions().mode() & 0o777;
+    let dir_mode = std::fs::metadata(d.socket.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     let sock_mode = std::fs::metadata(&d.socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(dir_mode, 0o700);
     assert_eq!(sock_mode, 0o600);
@@ -226,7 +349,11 @@ async fn a_second_daemon_on_the_same_home_is_refused_fast() {
     let d = Daemon::start();
     let begin = Instant::now();
     let out = d.command().output().unwrap();
-    assert!(begin.elapsed() < Duration::from_secs(1), "took {:?}", begin.elapsed());
+    assert!(
+        begin.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        begin.elapsed()
+    );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("pid {}", d.pid())), "{err}");
@@ -265,9 +392,22 @@ async fn hostile_names_and_mounts_are_rejected() {
     let d = Daemon::start();
     let mut c = d.client().await;
     let long = "x".repeat(65);
-    for name in ["", ".hidden", "-rf", "a/b", "../../etc", "a b", "naïve", "x\0y", long.as_str()] {
+    for name in [
+        "",
+        ".hidden",
+        "-rf",
+        "a/b",
+        "../../etc",
+        "a b",
+        "naïve",
+        "x\0y",
+        long.as_str(),
+    ] {
         let err = c
-            .create_box(v1::CreateBoxRequest { name: name.into(), spec: Some(busybox_spec()) })
+            .create_box(v1::CreateBoxRequest {
+                name: name.into(),
+                spec: Some(busybox_spec()),
+            })
             .await
             .unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument, "{name:?}");
@@ -285,23 +425,44 @@ async fn hostile_names_and_mounts_are_rejected() {
     ];
     for (host, guest) in cases {
         let mut spec = busybox_spec();
-        spec.mounts.push(v1::Mount { host_path: host.into(), guest_path: guest.into(), read_only: false });
+        spec.mounts.push(v1::Mount {
+            host_path: host.into(),
+            guest_path: guest.into(),
+            read_only: false,
+        });
         let err = c
-            .create_box(v1::CreateBoxRequest { name: "m".into(), spec: Some(spec) })
+            .create_box(v1::CreateBoxRequest {
+                name: "m".into(),
+                spec: Some(spec),
+            })
             .await
             .unwrap_err();
-        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{host} -> {guest}: {err:?}");
+        assert_eq!(
+            err.code(),
+            tonic::Code::InvalidArgument,
+            "{host} -> {guest}: {err:?}"
+        );
     }
     let err = c
         .create_box(v1::CreateBoxRequest {
             name: "img".into(),
-            spec: Some(v1::BoxSpec { image: "/etc".into(), ..Default::default() }),
+            spec: Some(v1::BoxSpec {
+                image: "/etc".into(),
+                ..Default::default()
+            }),
         })
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
     // Nothing was left behind by the refused creates.
-    assert!(c.list_boxes(v1::ListBoxesRequest {}).await.unwrap().into_inner().boxes.is_empty());
+    assert!(
+        c.list_boxes(v1::ListBoxesRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .boxes
+            .is_empty()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -313,12 +474,23 @@ async fn mounts_are_shared_and_read_only_is_enforced() {
     std::fs::write(ro.path().join("given"), "from host").unwrap();
     let mut spec = busybox_spec();
     spec.mounts = vec![
-        v1::Mount { host_path: rw.path().to_string_lossy().into(), guest_path: "/workspace".into(), read_only: false },
-        v1::Mount { host_path: ro.path().to_string_lossy().into(), guest_path: "/ro".into(), read_only: true },
+        v1::Mount {
+            host_path: rw.path().to_string_lossy().into(),
+            guest_path: "/workspace".into(),
+            read_only: false,
+        },
+        v1::Mount {
+            host_path: ro.path().to_string_lossy().into(),
+            guest_path: "/ro".into(),
+            read_only: true,
+        },
     ];
     up(&mut c, "mnt", spec).await;
     sh(&mut c, "mnt", "echo from box > /workspace/made").await;
-    assert_eq!(std::fs::read_to_string(rw.path().join("made")).unwrap(), "from box\n");
+    assert_eq!(
+        std::fs::read_to_string(rw.path().join("made")).unwrap(),
+        "from box\n"
+    );
     assert_eq!(sh(&mut c, "mnt", "cat /ro/given").await, "from host");
     let out = run(&mut c, "mnt", &["sh", "-c", "echo x > /ro/new"]).await;
     assert_ne!(out.exit.code, Some(0));
@@ -341,19 +513,35 @@ async fn env_working_dir_tty_and_network() {
 
     let mut req = start_req("env", &["pwd"]);
     req.working_dir = "/etc".into();
-    assert_eq!(collect(ExecStream::start(&mut c, req).await.unwrap()).await.stdout_str(), "/etc\n");
+    assert_eq!(
+        collect(ExecStream::start(&mut c, req).await.unwrap())
+            .await
+            .stdout_str(),
+        "/etc\n"
+    );
 
     let mut req = start_req("env", &["sh", "-c", "tty; stty size"]);
     req.tty = true;
-    req.tty_size = Some(v1::TtySize { rows: 40, cols: 100 });
+    req.tty_size = Some(v1::TtySize {
+        rows: 40,
+        cols: 100,
+    });
     let out = collect(ExecStream::start(&mut c, req).await.unwrap()).await;
     let text = out.stdout_str();
     assert!(text.contains("/dev/pts/"), "{text:?}");
-    assert!(text.contains("40 100"), "the size is set before the process starts: {text:?}");
+    assert!(
+        text.contains("40 100"),
+        "the size is set before the process starts: {text:?}"
+    );
 
     // No allow-net: loopback only.
     let ifaces = sh(&mut c, "env", "cat /proc/net/dev").await;
-    let names: Vec<&str> = ifaces.lines().skip(2).filter_map(|l| l.split(':').next()).map(str::trim).collect();
+    let names: Vec<&str> = ifaces
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next())
+        .map(str::trim)
+        .collect();
     assert_eq!(names, ["lo"]);
 }
 
@@ -362,12 +550,19 @@ async fn a_client_that_goes_away_has_its_exec_reaped() {
     let d = Daemon::start();
     let mut c = d.client().await;
     up(&mut c, "reap", busybox_spec()).await;
-    let exec = ExecStream::start(&mut c, start_req("reap", &["sleep", "31338"])).await.unwrap();
+    let exec = ExecStream::start(&mut c, start_req("reap", &["sleep", "31338"]))
+        .await
+        .unwrap();
     let id = exec.exec_id().to_owned();
     drop(exec);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let execs = c.list_execs(v1::ListExecsRequest::default()).await.unwrap().into_inner().execs;
+        let execs = c
+            .list_execs(v1::ListExecsRequest::default())
+            .await
+            .unwrap()
+            .into_inner()
+            .execs;
         if !execs.iter().any(|e| e.exec_id == id) {
             break;
         }
@@ -383,19 +578,29 @@ async fn detached_exec_survives_its_client_and_can_be_attached_and_fed() {
     let d = Daemon::start();
     let mut c = d.client().await;
     up(&mut c, "det", busybox_spec()).await;
-    let mut req = start_req("det", &["sh", "-c", "echo ready; read line; echo got $line"]);
+    let mut req = start_req(
+        "det",
+        &["sh", "-c", "echo ready; read line; echo got $line"],
+    );
     req.detach = true;
     req.stdin = true;
     let mut exec = ExecStream::start(&mut c, req).await.unwrap();
     let id = exec.exec_id().to_owned();
-    assert_eq!(exec.next().await.unwrap(), Some(ExecEvent::Stdout(b"ready\n".to_vec())));
+    assert_eq!(
+        exec.next().await.unwrap(),
+        Some(ExecEvent::Stdout(b"ready\n".as_slice().into()))
+    );
     drop(exec);
     tokio::time::sleep(Duration::from_millis(100)).await;
 
     // Another client feeds it by id, then attaches and sees the rest.
     let mut other = d.client().await;
     other
-        .send_input(v1::SendInputRequest { exec_id: id.clone(), data: b"hi\n".to_vec().into(), close: true })
+        .send_input(v1::SendInputRequest {
+            exec_id: id.clone(),
+            data: b"hi\n".to_vec().into(),
+            close: true,
+        })
         .await
         .unwrap();
     let attached = ExecStream::attach(&mut other, &id).await.unwrap();
@@ -409,7 +614,9 @@ async fn sigterm_stops_the_daemon_quickly_with_streams_open() {
     let mut d = Daemon::start();
     let mut c = d.client().await;
     up(&mut c, "term", busybox_spec()).await;
-    let exec = ExecStream::start(&mut c, start_req("term", &["sleep", "1000"])).await.unwrap();
+    let exec = ExecStream::start(&mut c, start_req("term", &["sleep", "1000"]))
+        .await
+        .unwrap();
     let _watch = c.watch_boxes(v1::WatchBoxesRequest {}).await.unwrap();
     let (status, took) = d.stop();
     assert!(status.success(), "{status}");
@@ -422,15 +629,31 @@ async fn sigterm_stops_the_daemon_quickly_with_streams_open() {
 async fn watch_reports_state_changes() {
     let d = Daemon::start();
     let mut c = d.client().await;
-    let mut watch = c.watch_boxes(v1::WatchBoxesRequest {}).await.unwrap().into_inner();
+    let mut watch = c
+        .watch_boxes(v1::WatchBoxesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     up(&mut c, "w", busybox_spec()).await;
-    c.remove_box(v1::RemoveBoxRequest { name: "w".into(), force: true }).await.unwrap();
+    c.remove_box(v1::RemoveBoxRequest {
+        name: "w".into(),
+        force: true,
+    })
+    .await
+    .unwrap();
     let mut states = Vec::new();
     while states.last() != Some(&v1::BoxState::Removed) {
-        let ev = tokio::time::timeout(Duration::from_secs(5), watch.message()).await.unwrap().unwrap().unwrap();
+        let ev = tokio::time::timeout(Duration::from_secs(5), watch.message())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         assert_eq!(ev.name, "w");
         states.push(v1::BoxState::try_from(ev.state).unwrap());
     }
     use v1::BoxState::*;
-    assert_eq!(states, [Created, Starting, Running, Stopping, Stopped, Removed]);
+    assert_eq!(
+        states,
+        [Created, Starting, Running, Stopping, Stopped, Removed]
+    );
 }

@@ -25,6 +25,8 @@ use crate::registry::BoxRecord;
 /// How strongly boxes are isolated from the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
+    /// Hardware-isolated VMs (the BoxLite engine, not in this build yet).
+    #[allow(dead_code)]
     MicroVm,
     Namespace,
 }
@@ -99,14 +101,19 @@ pub trait ProcessControl: Send + Sync {
     fn resize(&self, rows: u16, cols: u16) -> Result<(), Error>;
 }
 
+/// A process's input, as the exec layer writes it.
+pub type Input = Pin<Box<dyn AsyncWrite + Send>>;
+/// A process's output, as the exec layer reads it.
+pub type Output = Pin<Box<dyn AsyncRead + Send>>;
+
 /// A running process. The exec layer reads its output, feeds its input and
 /// awaits `exit` once.
 pub struct Process {
-    pub stdin: Option<Pin<Box<dyn AsyncWrite + Send>>>,
+    pub stdin: Option<Input>,
     /// With a TTY, the terminal's output.
-    pub stdout: Pin<Box<dyn AsyncRead + Send>>,
+    pub stdout: Output,
     /// `None` with a TTY.
-    pub stderr: Option<Pin<Box<dyn AsyncRead + Send>>>,
+    pub stderr: Option<Output>,
     pub control: std::sync::Arc<dyn ProcessControl>,
     pub exit: BoxFuture<'static, ExitStatus>,
 }

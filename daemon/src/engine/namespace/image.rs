@@ -1,7 +1,7 @@
 //! The namespace engine's image store: local OCI image layouts, unpacked once.
 //!
 //! An OCI image layout is a directory holding `oci-layout`, `index.json` and
-//! content-addressed blobs under `blobs/sha256/`. [`ImageStore::from_layout`]
+//! content-addressed blobs under `blobs/sha256/`. [`ImageStore::load_layout`]
 //! picks the manifest for this host, verifies every blob it reads against its
 //! digest, flattens the layers (bottom to top, applying OCI whiteouts) into one
 //! directory and caches it under the manifest digest:
@@ -154,7 +154,7 @@ impl ImageStore {
     }
 
     /// Resolve a layout directory to an unpacked image, unpacking it into the cache the first time.
-    pub async fn from_layout(&self, layout: &Path) -> Result<Image, ImageError> {
+    pub async fn load_layout(&self, layout: &Path) -> Result<Image, ImageError> {
         let layout = layout.to_path_buf();
         let resolved = blocking(move || Layout::open(&layout)?.resolve()).await?;
         let digest = resolved.digest.clone();
@@ -186,7 +186,9 @@ impl ImageStore {
     }
 
     /// Remove cached images whose digest is not in `keep`. Returns the removed digests, sorted.
-    /// Unpacks in progress (`tmp-*`) are left alone.
+    /// Unpacks in progress (`tmp-*`) are left alone. Not wired to the API
+    /// yet: `boxctl image prune` arrives with registry pulls.
+    #[allow(dead_code)]
     pub async fn prune(&self, keep: &HashSet<String>) -> Result<Vec<String>, ImageError> {
         let root = self.root.clone();
         let cached = blocking(move || cached_digests(&root)).await?;
@@ -613,6 +615,7 @@ fn discard(tmp: &Path) {
 }
 
 /// Digests of the cache entries under `root`.
+#[allow(dead_code)]
 fn cached_digests(root: &Path) -> Result<Vec<String>, ImageError> {
     let entries = match fs::read_dir(root) {
         Ok(entries) => entries,
@@ -1131,7 +1134,7 @@ mod tests {
                 ("dev/null", Fifo, ""),
             ])],
         );
-        let image = f.store.from_layout(&layout).await.unwrap();
+        let image = f.store.load_layout(&layout).await.unwrap();
         let rootfs = &image.rootfs;
         assert!(image.digest.starts_with("sha256:"));
         assert_eq!(
@@ -1175,7 +1178,7 @@ mod tests {
         assert_eq!(config, image.config);
 
         // The second time comes from the cache.
-        let again = f.store.from_layout(&layout).await.unwrap();
+        let again = f.store.load_layout(&layout).await.unwrap();
         assert_eq!(again.rootfs, image.rootfs);
         assert_eq!(f.store.unpack_count(), 1);
     }
@@ -1205,7 +1208,7 @@ mod tests {
                 ]),
             ],
         );
-        let image = f.store.from_layout(&layout).await.unwrap();
+        let image = f.store.load_layout(&layout).await.unwrap();
         assert_eq!(
             walk(&image.rootfs),
             ["etc", "etc/b", "keep", "keep/z", "opq", "opq/new"]
@@ -1231,7 +1234,7 @@ mod tests {
                 ]),
             ],
         );
-        let rootfs = f.store.from_layout(&layout).await.unwrap().rootfs;
+        let rootfs = f.store.load_layout(&layout).await.unwrap().rootfs;
         assert_eq!(fs::read_to_string(rootfs.join("a/in")).unwrap(), "y");
         assert_eq!(fs::read_to_string(rootfs.join("b")).unwrap(), "now a file");
         assert_eq!(fs::read_to_string(rootfs.join("c")).unwrap(), "c");
@@ -1252,7 +1255,7 @@ mod tests {
         let mut bytes = fs::read(&layer).unwrap();
         bytes[600] ^= 1;
         fs::write(&layer, bytes).unwrap();
-        let reason = invalid_reason(f.store.from_layout(&layout).await);
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
         let name = layer.file_name().unwrap().to_str().unwrap();
         assert!(
             reason.contains(&format!("blob sha256:{name} has digest")),
@@ -1280,7 +1283,7 @@ mod tests {
                 serde_json::to_vec(&index(vec![desc])).unwrap(),
             )
             .unwrap();
-            let reason = invalid_reason(f.store.from_layout(&layout).await);
+            let reason = invalid_reason(f.store.load_layout(&layout).await);
             // oci-spec's own digest check may catch it first, while parsing index.json.
             assert!(
                 reason.contains("digest") || reason.contains("index.json is not valid"),
@@ -1294,14 +1297,14 @@ mod tests {
         let f = fixture();
         let dir = f.dir.path().join("empty");
         fs::create_dir(&dir).unwrap();
-        match f.store.from_layout(&dir).await {
+        match f.store.load_layout(&dir).await {
             Err(ImageError::NotALayout { reason, .. }) => {
                 assert!(reason.contains("oci-layout"), "{reason}")
             }
             other => panic!("expected NotALayout, got {other:?}"),
         }
         fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
-        match f.store.from_layout(&dir).await {
+        match f.store.load_layout(&dir).await {
             Err(ImageError::NotALayout { reason, .. }) => {
                 assert!(reason.contains("index.json"), "{reason}")
             }
@@ -1320,7 +1323,7 @@ mod tests {
                 ("a/../../../escape2", File(0o644), "x"),
             ])],
         );
-        let reason = invalid_reason(f.store.from_layout(&layout).await);
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
         assert!(reason.contains("unsafe path ../escape"), "{reason}");
         let all = walk(f.dir.path());
         assert!(!all.iter().any(|p| p.contains("escape")), "{all:?}");
@@ -1360,7 +1363,7 @@ mod tests {
         for (i, layers) in cases.iter().enumerate() {
             let dir = f.dir.path().join(format!("case{i}"));
             let layout = make_layout(&dir, layers);
-            let reason = invalid_reason(f.store.from_layout(&layout).await);
+            let reason = invalid_reason(f.store.load_layout(&layout).await);
             assert!(
                 reason.contains("outside of destination"),
                 "case {i}: {reason}"
@@ -1386,7 +1389,7 @@ mod tests {
                 ]),
             ],
         );
-        let rootfs = f.store.from_layout(&layout).await.unwrap().rootfs;
+        let rootfs = f.store.load_layout(&layout).await.unwrap().rootfs;
         assert_eq!(fs::read_to_string(rootfs.join("link")).unwrap(), "mine");
         assert_eq!(
             fs::read_to_string(outside.join("victim")).unwrap(),
@@ -1416,7 +1419,7 @@ mod tests {
                 docker,
             ],
         );
-        let rootfs = f.store.from_layout(&layout).await.unwrap().rootfs;
+        let rootfs = f.store.load_layout(&layout).await.unwrap().rootfs;
         assert_eq!(walk(&rootfs), ["a", "b", "c", "d"]);
     }
 
@@ -1429,7 +1432,7 @@ mod tests {
             media_type: "application/vnd.oci.image.layer.v1.tar+zstd",
         };
         let layout = make_layout(f.dir.path(), &[zstd]);
-        let reason = invalid_reason(f.store.from_layout(&layout).await);
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
         assert!(
             reason.contains("zstd layers are not supported yet"),
             "{reason}"
@@ -1474,7 +1477,7 @@ mod tests {
         let nested = json_blob(&layout, MEDIA_OCI_INDEX, &nested);
         write_layout_files(&layout, vec![nested]);
 
-        let image = f.store.from_layout(&layout).await.unwrap();
+        let image = f.store.load_layout(&layout).await.unwrap();
         assert_eq!(image.digest, native["digest"]);
         assert_eq!(walk(&image.rootfs), ["native"]);
 
@@ -1487,7 +1490,7 @@ mod tests {
             ],
         );
         assert_eq!(
-            f.store.from_layout(&layout).await.unwrap().digest,
+            f.store.load_layout(&layout).await.unwrap().digest,
             image.digest
         );
         write_layout_files(
@@ -1497,7 +1500,7 @@ mod tests {
                 with_platform(foreign, "mips64"),
             ],
         );
-        let reason = invalid_reason(f.store.from_layout(&layout).await);
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
         assert!(
             reason.contains(&format!("no manifest for linux/{}", host_arch())),
             "{reason}"
@@ -1509,9 +1512,9 @@ mod tests {
         let f = fixture();
         let layout = make_layout(f.dir.path(), &[gzipped(vec![("a", File(0o644), "a")])]);
         let (a, b, c) = tokio::join!(
-            f.store.from_layout(&layout),
-            f.store.from_layout(&layout),
-            f.store.from_layout(&layout)
+            f.store.load_layout(&layout),
+            f.store.load_layout(&layout),
+            f.store.load_layout(&layout)
         );
         let (a, b, c) = (a.unwrap(), b.unwrap(), c.unwrap());
         assert_eq!(a.rootfs, b.rootfs);
@@ -1537,7 +1540,7 @@ mod tests {
         });
         let layout =
             make_layout_with_config(f.dir.path(), &[plain(vec![("a", File(0o644), "")])], config);
-        let image = f.store.from_layout(&layout).await.unwrap();
+        let image = f.store.load_layout(&layout).await.unwrap();
         let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
         assert_eq!(
             image.config,
@@ -1574,7 +1577,7 @@ mod tests {
                 ]),
             ],
         );
-        let image = f.store.from_layout(&layout).await.unwrap();
+        let image = f.store.load_layout(&layout).await.unwrap();
         let rootfs = &image.rootfs;
         assert_eq!(walk(rootfs), ["ro", "ro/b", "ro/sub"]);
         assert_eq!(mode(&rootfs.join("ro")), 0o755);
@@ -1597,8 +1600,8 @@ mod tests {
             &f.dir.path().join("two"),
             &[plain(vec![("two", File(0o644), "")])],
         );
-        let one = f.store.from_layout(&one).await.unwrap();
-        let two = f.store.from_layout(&two).await.unwrap();
+        let one = f.store.load_layout(&one).await.unwrap();
+        let two = f.store.load_layout(&two).await.unwrap();
         let keep = HashSet::from([one.digest.clone()]);
         assert_eq!(f.store.prune(&keep).await.unwrap(), [two.digest]);
         assert!(one.rootfs.join("one").exists());

@@ -98,7 +98,10 @@ fn find_bwrap() -> Option<PathBuf> {
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .map(|d| d.join("bwrap"));
     from_path
-        .chain([PathBuf::from("/usr/bin/bwrap"), PathBuf::from("/usr/local/bin/bwrap")])
+        .chain([
+            PathBuf::from("/usr/bin/bwrap"),
+            PathBuf::from("/usr/local/bin/bwrap"),
+        ])
         .find(|p| p.is_file())
 }
 
@@ -125,7 +128,7 @@ impl Engine for NamespaceEngine {
                  pass a local OCI image layout directory (an absolute path)"
             )));
         }
-        let image = self.images.from_layout(layout).await?;
+        let image = self.images.load_layout(layout).await?;
         let target = rootfs(record);
         let out = tokio::process::Command::new("cp")
             .arg("-a")
@@ -141,7 +144,8 @@ impl Engine for NamespaceEngine {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
-        let config = serde_json::to_vec(&image.config).map_err(|e| Error::Internal(e.to_string()))?;
+        let config =
+            serde_json::to_vec(&image.config).map_err(|e| Error::Internal(e.to_string()))?;
         std::fs::write(image_config_path(record), config)
             .map_err(|e| Error::io("write image.json", e))?;
 
@@ -152,23 +156,39 @@ impl Engine for NamespaceEngine {
         }
         if !spec.allow_net.is_empty() {
             warnings.push(
-                "the namespace engine does not filter hosts yet: this box shares the host network".into(),
+                "the namespace engine does not filter hosts yet: this box shares the host network"
+                    .into(),
             );
         }
-        Ok(Created { image_digest: image.digest, warnings })
+        Ok(Created {
+            image_digest: image.digest,
+            warnings,
+        })
     }
 
     async fn start(&self, record: &BoxRecord) -> Result<()> {
-        if self.running.lock().expect("sandbox table").contains_key(&record.id) {
+        if self
+            .running
+            .lock()
+            .expect("sandbox table")
+            .contains_key(&record.id)
+        {
             return Ok(());
         }
         let sb = Sandbox::start(&self.bwrap, record, &rootfs(record)).await?;
-        self.running.lock().expect("sandbox table").insert(record.id.clone(), sb);
+        self.running
+            .lock()
+            .expect("sandbox table")
+            .insert(record.id.clone(), sb);
         Ok(())
     }
 
     async fn stop(&self, record: &BoxRecord, force: bool) -> Result<()> {
-        let sb = self.running.lock().expect("sandbox table").remove(&record.id);
+        let sb = self
+            .running
+            .lock()
+            .expect("sandbox table")
+            .remove(&record.id);
         if let Some(sb) = sb {
             sb.stop(force).await;
         }
@@ -186,7 +206,10 @@ impl Engine for NamespaceEngine {
             .lock()
             .expect("sandbox table")
             .keys()
-            .map(|id| EngineBox { id: id.clone(), running: true })
+            .map(|id| EngineBox {
+                id: id.clone(),
+                running: true,
+            })
             .collect())
     }
 
@@ -208,11 +231,29 @@ impl Engine for NamespaceEngine {
             .filter(|d| !d.is_empty())
             .or(config.working_dir.filter(|d| !d.is_empty()))
             .unwrap_or_else(|| "/".into());
-        nsexec::spawn(nsexec::Target { pid, join_net: !host_net }, &spec.command, &spec.args, env, &working_dir, spec.stdin, spec.tty).await
+        nsexec::spawn(
+            nsexec::Target {
+                pid,
+                join_net: !host_net,
+            },
+            &spec.command,
+            &spec.args,
+            env,
+            &working_dir,
+            spec.stdin,
+            spec.tty,
+        )
+        .await
     }
 
     async fn shutdown(&self) {
-        let all: Vec<Sandbox> = self.running.lock().expect("sandbox table").drain().map(|(_, s)| s).collect();
+        let all: Vec<Sandbox> = self
+            .running
+            .lock()
+            .expect("sandbox table")
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
         for sb in all {
             sb.stop(true).await;
         }
@@ -227,7 +268,11 @@ async fn remove_tree(dir: &Path) -> Result<()> {
         if std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
             return Ok(());
         }
-        let _ = std::process::Command::new("chmod").arg("-R").arg("u+rwX").arg(&dir).status();
+        let _ = std::process::Command::new("chmod")
+            .arg("-R")
+            .arg("u+rwX")
+            .arg(&dir)
+            .status();
         std::fs::remove_dir_all(&dir).map_err(|e| Error::io(format!("remove {}", dir.display()), e))
     })
     .await

@@ -19,13 +19,12 @@ use std::ffi::{CString, OsString};
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use nix::sched::CloneFlags;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::engine::{ExitStatus, Process, ProcessControl};
+use crate::engine::{ExitStatus, Input, Output, Process, ProcessControl};
 use crate::error::{Error, Result};
 
 /// The argument that selects helper mode in `main`.
@@ -67,7 +66,12 @@ impl ProcessControl for Control {
         let Some(pty) = &self.pty else {
             return Err(Error::FailedPrecondition("the exec has no TTY".into()));
         };
-        let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+        let ws = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
         // SAFETY: TIOCSWINSZ reads a winsize from a valid pointer.
         if unsafe { libc::ioctl(pty.as_raw_fd(), libc::TIOCSWINSZ, &ws) } != 0 {
             return Err(Error::io("resize TTY", std::io::Error::last_os_error()));
@@ -129,38 +133,48 @@ pub async fn spawn(
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|e| Error::io("start the exec helper", e))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::io("start the exec helper", e))?;
     drop(status_theirs);
     // The slave ends were moved into the command; drop ours so EOF arrives.
     drop(cmd);
 
-    status_ours.set_nonblocking(true).map_err(|e| Error::io("status socket", e))?;
-    let status = tokio::net::UnixStream::from_std(status_ours).map_err(|e| Error::io("status socket", e))?;
+    status_ours
+        .set_nonblocking(true)
+        .map_err(|e| Error::io("status socket", e))?;
+    let status =
+        tokio::net::UnixStream::from_std(status_ours).map_err(|e| Error::io("status socket", e))?;
     let mut lines = BufReader::new(status).lines();
 
     let first = lines.next_line().await.ok().flatten().unwrap_or_default();
     let (pgid, early_exit) = match first.split_once(' ') {
-        Some(("pid", n)) => (n.parse::<i32>().map_err(|_| Error::Internal(format!("helper said {first:?}")))?, None),
+        Some(("pid", n)) => (
+            n.parse::<i32>()
+                .map_err(|_| Error::Internal(format!("helper said {first:?}")))?,
+            None,
+        ),
         _ => (0, Some(parse_status(&first))),
     };
 
-    let (stdin, stdout, stderr): (Option<Pin<Box<dyn tokio::io::AsyncWrite + Send>>>, Pin<Box<dyn tokio::io::AsyncRead + Send>>, Option<Pin<Box<dyn tokio::io::AsyncRead + Send>>>) =
-        match &pty_master {
-            Some(master) => {
-                let reader = std::fs::File::from(master.try_clone().map_err(|e| Error::io("dup pty", e))?);
-                let writer = std::fs::File::from(master.try_clone().map_err(|e| Error::io("dup pty", e))?);
-                (
-                    stdin.then(|| Box::pin(tokio::fs::File::from_std(writer)) as Pin<Box<dyn tokio::io::AsyncWrite + Send>>),
-                    Box::pin(tokio::fs::File::from_std(reader)),
-                    None,
-                )
-            }
-            None => (
-                child.stdin.take().map(|w| Box::pin(w) as Pin<Box<dyn tokio::io::AsyncWrite + Send>>),
-                Box::pin(child.stdout.take().expect("stdout is piped")),
-                Some(Box::pin(child.stderr.take().expect("stderr is piped")) as Pin<Box<dyn tokio::io::AsyncRead + Send>>),
-            ),
-        };
+    let (stdin, stdout, stderr): (Option<Input>, Output, Option<Output>) = match &pty_master {
+        Some(master) => {
+            let reader =
+                std::fs::File::from(master.try_clone().map_err(|e| Error::io("dup pty", e))?);
+            let writer =
+                std::fs::File::from(master.try_clone().map_err(|e| Error::io("dup pty", e))?);
+            (
+                stdin.then(|| Box::pin(tokio::fs::File::from_std(writer)) as Input),
+                Box::pin(tokio::fs::File::from_std(reader)),
+                None,
+            )
+        }
+        None => (
+            child.stdin.take().map(|w| Box::pin(w) as Input),
+            Box::pin(grow_pipe(child.stdout.take().expect("stdout is piped"))),
+            Some(Box::pin(grow_pipe(child.stderr.take().expect("stderr is piped"))) as Output),
+        ),
+    };
 
     let exit = Box::pin(async move {
         let status = match early_exit {
@@ -177,9 +191,20 @@ pub async fn spawn(
         stdin,
         stdout,
         stderr,
-        control: Arc::new(Control { pgid, pty: pty_master }),
+        control: Arc::new(Control {
+            pgid,
+            pty: pty_master,
+        }),
         exit,
     })
+}
+
+/// Bigger pipe buffers mean fewer, larger reads for bulk output. Best
+/// effort: the kernel caps it at `/proc/sys/fs/pipe-max-size`.
+fn grow_pipe<T: AsRawFd>(pipe: T) -> T {
+    // SAFETY: F_SETPIPE_SZ on a pipe we own; failure leaves it as it was.
+    unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+    pipe
 }
 
 /// Opens a pseudo-terminal pair on the box's own devpts instance (so the
@@ -197,13 +222,24 @@ fn box_pty(pid: i32, rows: u16, cols: u16) -> Result<(OwnedFd, OwnedFd)> {
         .into();
     let fd = master.as_raw_fd();
     let unlock: libc::c_int = 0;
-    let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+    let ws = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
     // SAFETY: ioctls on a pty master we own, with valid pointers.
     let slave = unsafe {
-        if libc::ioctl(fd, libc::TIOCSPTLCK, &unlock) != 0 || libc::ioctl(fd, libc::TIOCSWINSZ, &ws) != 0 {
+        if libc::ioctl(fd, libc::TIOCSPTLCK, &unlock) != 0
+            || libc::ioctl(fd, libc::TIOCSWINSZ, &ws) != 0
+        {
             return Err(Error::io("set up pty", std::io::Error::last_os_error()));
         }
-        libc::ioctl(fd, libc::TIOCGPTPEER, libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC)
+        libc::ioctl(
+            fd,
+            libc::TIOCGPTPEER,
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
     };
     if slave < 0 {
         return Err(Error::io("open pty peer", std::io::Error::last_os_error()));
@@ -215,14 +251,23 @@ fn box_pty(pid: i32, rows: u16, cols: u16) -> Result<(OwnedFd, OwnedFd)> {
 fn parse_status(line: &str) -> ExitStatus {
     let mut words = line.splitn(3, ' ');
     match (words.next(), words.next(), words.next()) {
-        (Some("exit"), Some(n), _) => ExitStatus { code: n.parse().ok(), ..Default::default() },
-        (Some("signal"), Some(n), _) => ExitStatus { signal: n.parse().ok(), ..Default::default() },
+        (Some("exit"), Some(n), _) => ExitStatus {
+            code: n.parse().ok(),
+            ..Default::default()
+        },
+        (Some("signal"), Some(n), _) => ExitStatus {
+            signal: n.parse().ok(),
+            ..Default::default()
+        },
         (Some("fail"), Some(code), msg) => ExitStatus {
             code: code.parse().ok(),
             error: Some(msg.unwrap_or("the command could not run").to_owned()),
             ..Default::default()
         },
-        _ => ExitStatus { error: Some("the exec helper ended without a status".into()), ..Default::default() },
+        _ => ExitStatus {
+            error: Some("the exec helper ended without a status".into()),
+            ..Default::default()
+        },
     }
 }
 
@@ -245,7 +290,10 @@ pub fn helper_main(args: Vec<OsString>) -> ! {
 
 type HelperError = (i32, String);
 
-fn run_helper(args: &[OsString], status: &mut std::fs::File) -> std::result::Result<(), HelperError> {
+fn run_helper(
+    args: &[OsString],
+    status: &mut std::fs::File,
+) -> std::result::Result<(), HelperError> {
     let bad = || (126, "bad helper arguments".to_owned());
     let word = |i: usize| args.get(i).and_then(|a| a.to_str()).ok_or_else(bad);
     let pid: i32 = word(0)?.parse().map_err(|_| bad())?;
@@ -293,7 +341,11 @@ fn run_helper(args: &[OsString], status: &mut std::fs::File) -> std::result::Res
             if n == 4 {
                 let _ = nix::sys::wait::waitpid(child, None);
                 let errno = nix::errno::Errno::from_raw(i32::from_ne_bytes(buf));
-                let code = if errno == nix::errno::Errno::ENOENT { 127 } else { 126 };
+                let code = if errno == nix::errno::Errno::ENOENT {
+                    127
+                } else {
+                    126
+                };
                 let cmd = args[5].to_string_lossy();
                 return Err((code, format!("cannot run {cmd:?}: {}", errno.desc())));
             }
@@ -328,12 +380,17 @@ fn enter_box(pid: i32, join_net: bool, working_dir: &str) -> std::result::Result
     spaces.push((open("ns/pid")?, CloneFlags::CLONE_NEWPID));
     spaces.push((open("ns/mnt")?, CloneFlags::CLONE_NEWNS));
     for (fd, flag) in &spaces {
-        nix::sched::setns(fd, *flag).map_err(|e| (126, format!("joining the box ({flag:?}): {e}")))?;
+        nix::sched::setns(fd, *flag)
+            .map_err(|e| (126, format!("joining the box ({flag:?}): {e}")))?;
     }
     nix::unistd::fchdir(&root).map_err(|e| (126, format!("fchdir: {e}")))?;
     nix::unistd::chroot(".").map_err(|e| (126, format!("chroot: {e}")))?;
-    nix::unistd::chdir(working_dir)
-        .map_err(|e| (126, format!("working directory {working_dir:?}: {}", e.desc())))?;
+    nix::unistd::chdir(working_dir).map_err(|e| {
+        (
+            126,
+            format!("working directory {working_dir:?}: {}", e.desc()),
+        )
+    })?;
     // SAFETY: umask has no preconditions.
     unsafe { libc::umask(0o022) };
     Ok(())

@@ -35,8 +35,11 @@ fn init_memfd() -> Result<&'static OwnedFd> {
     static FD: OnceLock<std::result::Result<OwnedFd, String>> = OnceLock::new();
     FD.get_or_init(|| {
         use nix::sys::memfd::{MFdFlags, memfd_create};
-        let fd = memfd_create(c"boxd-init", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)
-            .map_err(|e| format!("memfd_create: {e}"))?;
+        let fd = memfd_create(
+            c"boxd-init",
+            MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+        )
+        .map_err(|e| format!("memfd_create: {e}"))?;
         let mut file = std::fs::File::from(fd);
         std::io::Write::write_all(&mut file, INIT).map_err(|e| format!("write init: {e}"))?;
         let fd = OwnedFd::from(file);
@@ -78,7 +81,12 @@ impl Sandbox {
                 .arg(&m.host_path)
                 .arg(&m.guest_path);
         }
-        cmd.args(["--info-fd", &INFO_FD.to_string(), "--", &format!("/proc/self/fd/{INIT_FD}")]);
+        cmd.args([
+            "--info-fd",
+            &INFO_FD.to_string(),
+            "--",
+            &format!("/proc/self/fd/{INIT_FD}"),
+        ]);
 
         let (info_r, info_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| Error::io("pipe", e.into()))?;
@@ -100,7 +108,9 @@ impl Sandbox {
                 Ok(())
             });
         }
-        let mut child = cmd.spawn().map_err(|e| Error::io(format!("run {}", bwrap.display()), e))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| Error::io(format!("run {}", bwrap.display()), e))?;
         drop(info_w);
         let mut stderr = child.stderr.take().expect("stderr is piped");
 
@@ -125,9 +135,13 @@ impl Sandbox {
         };
         let (Some(pid1), Some(init_pid)) = (pid, init_pid) else {
             let mut err = String::new();
-            let _ = tokio::time::timeout(Duration::from_secs(5), stderr.read_to_string(&mut err)).await;
+            let _ =
+                tokio::time::timeout(Duration::from_secs(5), stderr.read_to_string(&mut err)).await;
             let _ = child.kill().await;
-            return Err(Error::Engine(format!("the box could not start: {}", err.trim())));
+            return Err(Error::Engine(format!(
+                "the box could not start: {}",
+                err.trim()
+            )));
         };
         // Keep bwrap's later complaints in the daemon log.
         let name = record.name.clone();
@@ -138,7 +152,12 @@ impl Sandbox {
                 tracing::warn!(box_name = %name, stderr = %err.trim(), "bubblewrap");
             }
         });
-        Ok(Sandbox { child, pid1, pid: init_pid, shares_host_net })
+        Ok(Sandbox {
+            child,
+            pid1,
+            pid: init_pid,
+            shares_host_net,
+        })
     }
 
     /// Ends every process of the box. Without `force`, processes get
@@ -169,8 +188,13 @@ impl Sandbox {
 async fn wait_for_init(pid1: i32) -> Option<i32> {
     let children = format!("/proc/{pid1}/task/{pid1}/children");
     for _ in 0..3000 {
-        let Ok(list) = std::fs::read_to_string(&children) else { return None };
-        for child in list.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+        let Ok(list) = std::fs::read_to_string(&children) else {
+            return None;
+        };
+        for child in list
+            .split_whitespace()
+            .filter_map(|c| c.parse::<i32>().ok())
+        {
             let exe = std::fs::read_link(format!("/proc/{child}/exe")).unwrap_or_default();
             if exe.to_string_lossy().contains("boxd-init") {
                 return Some(child);
@@ -184,11 +208,20 @@ async fn wait_for_init(pid1: i32) -> Option<i32> {
 /// Host pids of the processes in the box's pid namespace, bwrap's pid 1
 /// and the init included.
 fn box_processes(pid1: i32) -> Vec<i32> {
-    let Ok(ns) = std::fs::read_link(format!("/proc/{pid1}/ns/pid")) else { return Vec::new() };
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(ns) = std::fs::read_link(format!("/proc/{pid1}/ns/pid")) else {
+        return Vec::new();
+    };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|p| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok().as_ref() == Some(&ns))
+        .filter(|p| {
+            std::fs::read_link(format!("/proc/{p}/ns/pid"))
+                .ok()
+                .as_ref()
+                == Some(&ns)
+        })
         .collect()
 }
 

@@ -1,0 +1,38 @@
+# The few commands a newcomer needs. Each installs what it needs first.
+CARGO ?= cargo
+BIN := target/debug
+BOXCTL := $(BIN)/boxctl
+
+.PHONY: all deps build demo test bench lint fmt clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --workspace --bins
+
+# Build, start the per-user daemon (if it is not running) and run a command in a box.
+demo: build
+	@image=$$($(BIN)/boxd-test-image) && \
+	$(BOXCTL) daemon start && \
+	$(BOXCTL) run demo --image "$$image" -- uname -a && \
+	echo "boxd keeps running: try '$(BOXCTL) ls', '$(BOXCTL) exec -it demo -- sh', '$(BOXCTL) daemon stop'"
+
+test: build
+	$(CARGO) test --workspace
+
+bench: deps
+	$(CARGO) build --release --workspace --bins
+	$(CARGO) bench --workspace --bench boxd
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,200 @@
+//! `make bench`: boxd against the nearest direct alternative, in one run.
+//!
+//! - exec round trip of `true` (p50, p99): through `boxctl`, through the
+//!   client library, and bubblewrap running `true` directly on the same
+//!   root filesystem;
+//! - stdout throughput: 1 GiB through `cat` in a box, against the same bytes
+//!   through a direct pipe on the host;
+//! - create + start of a box from a cached image.
+//!
+//! Not a test: it asserts nothing about time. `BENCH_ITERS` sets the number
+//! of round trips (default 200), `BENCH_BYTES` the throughput size.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use boxd_tests::*;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+struct Row {
+    what: String,
+    p50: Duration,
+    p99: Duration,
+}
+
+fn summarize(what: &str, mut samples: Vec<Duration>) -> Row {
+    samples.sort();
+    Row {
+        what: what.into(),
+        p50: percentile(&samples, 0.5),
+        p99: percentile(&samples, 0.99),
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1000.0)
+}
+
+fn main() {
+    let iters: usize = std::env::var("BENCH_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let bytes: u64 = std::env::var("BENCH_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1 << 30);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let d = Daemon::start();
+    let mut c = rt.block_on(d.client());
+    let info = rt.block_on(up(&mut c, "bench", busybox_spec()));
+    let rootfs = d.home.join("boxes").join(&info.id).join("rootfs");
+
+    // Warm up every path once.
+    rt.block_on(run(&mut c, "bench", &["true"]));
+
+    let mut lib = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let t = Instant::now();
+        let out = rt.block_on(run(&mut c, "bench", &["true"]));
+        lib.push(t.elapsed());
+        assert_eq!(out.exit.code, Some(0));
+    }
+    let mut cli = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let t = Instant::now();
+        let st = d
+            .boxctl()
+            .args(["exec", "bench", "--", "true"])
+            .status()
+            .unwrap();
+        cli.push(t.elapsed());
+        assert!(st.success());
+    }
+    let mut direct = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let t = Instant::now();
+        let st = Command::new("bwrap")
+            .args([
+                "--unshare-user",
+                "--uid",
+                "0",
+                "--gid",
+                "0",
+                "--unshare-pid",
+                "--unshare-ipc",
+                "--unshare-uts",
+                "--unshare-net",
+            ])
+            .arg("--bind")
+            .arg(&rootfs)
+            .args(["/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/true"])
+            .status()
+            .unwrap();
+        direct.push(t.elapsed());
+        assert!(st.success());
+    }
+    let rows = [
+        summarize("bubblewrap directly (new sandbox per run)", direct),
+        summarize("boxd, client library (one connection)", lib),
+        summarize("boxd, `boxctl exec` (new process and connection)", cli),
+    ];
+
+    // Throughput: 1 GiB of zeros through `cat` in the box vs a host pipe.
+    let script = format!("head -c {bytes} /dev/zero | cat");
+    let t = Instant::now();
+    let out = rt.block_on(async {
+        let mut exec = ExecStream::start(&mut c, start_req("bench", &["sh", "-c", &script]))
+            .await
+            .unwrap();
+        let mut n = 0u64;
+        loop {
+            match exec.next().await.unwrap() {
+                Some(ExecEvent::Stdout(b)) => n += b.len() as u64,
+                Some(ExecEvent::Exit(_)) => break n,
+                _ => {}
+            }
+        }
+    });
+    let boxd_tp = t.elapsed();
+    assert_eq!(out, bytes);
+    let t = Instant::now();
+    // The same busybox binary as in the box, so only the path differs.
+    let mut child = Command::new(rootfs.join("bin/busybox"))
+        .args(["sh", "-c", &script])
+        .env("PATH", rootfs.join("bin"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdout.take().unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut n = 0u64;
+    loop {
+        let r = pipe.read(&mut buf).unwrap();
+        if r == 0 {
+            break;
+        }
+        n += r as u64;
+    }
+    child.wait().unwrap();
+    let pipe_tp = t.elapsed();
+    assert_eq!(n, bytes);
+    let mib = bytes as f64 / (1 << 20) as f64;
+
+    // Create + start from a cached image (the image is unpacked already).
+    let mut create = Vec::new();
+    for i in 0..10 {
+        let name = format!("cs{i}");
+        let t = Instant::now();
+        rt.block_on(up(&mut c, &name, busybox_spec()));
+        create.push(t.elapsed());
+        rt.block_on(c.remove_box(v1::RemoveBoxRequest { name, force: true }))
+            .unwrap();
+    }
+    let create = summarize("create + start, cached busybox image (10 runs)", create);
+
+    let base = rows[0].p50.as_secs_f64();
+    println!("\n## exec round trip of `true` ({iters} runs each)\n");
+    println!("| path | p50 ms | p99 ms | p50 vs bubblewrap |");
+    println!("| --- | ---: | ---: | ---: |");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {:.2}x |",
+            r.what,
+            ms(r.p50),
+            ms(r.p99),
+            r.p50.as_secs_f64() / base
+        );
+    }
+    println!("\n## stdout throughput ({mib:.0} MiB)\n");
+    println!("| path | seconds | MiB/s | vs pipe |");
+    println!("| --- | ---: | ---: | ---: |");
+    println!(
+        "| host pipe (the box's busybox `head \\| cat`, read directly) | {:.2} | {:.0} | 1.00x |",
+        pipe_tp.as_secs_f64(),
+        mib / pipe_tp.as_secs_f64()
+    );
+    println!(
+        "| boxd exec, client library | {:.2} | {:.0} | {:.2}x |",
+        boxd_tp.as_secs_f64(),
+        mib / boxd_tp.as_secs_f64(),
+        pipe_tp.as_secs_f64() / boxd_tp.as_secs_f64()
+    );
+    println!("\n## box lifecycle\n");
+    println!("| what | p50 ms | p99 ms |");
+    println!("| --- | ---: | ---: |");
+    println!(
+        "| {} | {} | {} |",
+        create.what,
+        ms(create.p50),
+        ms(create.p99)
+    );
+}
