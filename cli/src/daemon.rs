@@ -78,7 +78,10 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
             }
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
-                if boxd_client::connect(&ctx.paths.socket).await.is_err() {
+                // Gone means the process is gone (and with it the home
+                // lock), not merely that the socket stopped answering.
+                // SAFETY: kill with signal 0 only checks for existence.
+                if unsafe { libc::kill(d.pid as i32, 0) } != 0 {
                     if !ctx.json {
                         println!("boxd (pid {}) stopped", d.pid);
                     } else {

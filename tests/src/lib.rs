@@ -16,10 +16,7 @@ pub fn bin(name: &str) -> PathBuf {
     if let Some(dir) = std::env::var_os("BOXD_BIN_DIR") {
         return PathBuf::from(dir).join(name);
     }
-    let exe = std::env::current_exe().expect("current exe");
-    // target/<profile>/deps/<test> -> target/<profile>/<name>
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let path = profile_dir.join(name);
+    let path = profile_dir().join(name);
     assert!(
         path.is_file(),
         "{} is not built; run `cargo build --workspace --bins` first",
@@ -28,10 +25,20 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// The cargo profile directory (`target/debug`) of the running binary,
+/// whether it is a test (`target/debug/deps/…`) or a binary.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().expect("exe dir");
+    match dir.file_name() {
+        Some(n) if n == "deps" => dir.parent().expect("profile dir").to_path_buf(),
+        _ => dir.to_path_buf(),
+    }
+}
+
 /// The workspace's `target/` directory, for shared test fixtures.
 pub fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    exe.ancestors().nth(3).expect("target dir").to_path_buf()
+    profile_dir().parent().expect("target dir").to_path_buf()
 }
 
 /// The busybox OCI layout, built once per target directory.
