@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Read, Write};
 use boxd_client::{ExecEvent, ExecStream, v1};
 use clap::Args;
 
-use crate::{CreateArgs, Ctx, Failure};
+use crate::{BoxFlags, Ctx, Failure};
 
 /// Exit code when boxd could not start the command.
 const EXEC_FAILED: u8 = 125;
@@ -42,19 +42,8 @@ pub struct ExecArgs {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     pub name: String,
-    #[arg(long)]
-    pub image: String,
-    #[arg(long)]
-    pub cpus: Option<u32>,
-    #[arg(long)]
-    pub memory_mib: Option<u32>,
-    #[arg(long = "disk-gb")]
-    pub disk_gb: Option<u32>,
-    /// HOST:GUEST[:ro] (repeatable).
-    #[arg(long = "mount", short = 'v')]
-    pub mounts: Vec<String>,
-    #[arg(long = "allow-net")]
-    pub allow_net: Vec<String>,
+    #[command(flatten)]
+    pub box_flags: BoxFlags,
     /// Remove the box when the command ends.
     #[arg(long)]
     pub rm: bool,
@@ -72,18 +61,8 @@ pub async fn exec(ctx: &Ctx, args: ExecArgs) -> Result<u8, Failure> {
 
 pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<u8, Failure> {
     let mut client = ctx.client().await.map_err(exec_failure)?;
-    let create = CreateArgs {
-        name: args.name.clone(),
-        image: args.image.clone(),
-        cpus: args.cpus,
-        memory_mib: args.memory_mib,
-        disk_gb: args.disk_gb,
-        mounts: args.mounts.clone(),
-        allow_net: args.allow_net.clone(),
-        env: Vec::new(),
-        workdir: None,
-    };
-    let created = crate::create(&mut client, &create)
+    let spec = crate::box_spec(&args.box_flags, &[], None).map_err(exec_failure)?;
+    let created = crate::create(&mut client, &args.name, spec)
         .await
         .map_err(exec_failure)?;
     for w in &created.warnings {

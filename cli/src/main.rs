@@ -78,9 +78,9 @@ enum Command {
     Completions { shell: clap_complete::Shell },
 }
 
+/// What a box is made of; shared by `create` and `run`.
 #[derive(Args, Debug, Clone)]
-pub struct CreateArgs {
-    pub name: String,
+pub struct BoxFlags {
     /// A registry reference or a local OCI image layout directory.
     #[arg(long)]
     pub image: String,
@@ -96,6 +96,13 @@ pub struct CreateArgs {
     /// A host the box may reach (repeatable).
     #[arg(long = "allow-net")]
     pub allow_net: Vec<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CreateArgs {
+    pub name: String,
+    #[command(flatten)]
+    pub flags: BoxFlags,
     /// K=V (repeatable).
     #[arg(short = 'e', long = "env")]
     pub env: Vec<String>,
@@ -195,7 +202,8 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
         Command::Daemon { action } => daemon::run(ctx, action).await,
         Command::Create(args) => {
             let mut c = ctx.client().await?;
-            let reply = create(&mut c, &args).await?;
+            let spec = box_spec(&args.flags, &args.env, args.workdir.as_deref())?;
+            let reply = create(&mut c, &args.name, spec).await?;
             output::created(ctx, &reply);
             Ok(0)
         }
@@ -281,27 +289,34 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
 }
 
 /// Builds the create request from flags.
-pub fn box_spec(args: &CreateArgs) -> Result<v1::BoxSpec, Failure> {
+pub fn box_spec(
+    flags: &BoxFlags,
+    env: &[String],
+    workdir: Option<&str>,
+) -> Result<v1::BoxSpec, Failure> {
     let mut mounts = Vec::new();
-    for m in &args.mounts {
+    for m in &flags.mounts {
         mounts.push(parse_mount(m)?);
     }
     Ok(v1::BoxSpec {
-        image: image_arg(&args.image),
-        cpus: args.cpus,
-        memory_mib: args.memory_mib,
-        disk_size_gb: args.disk_gb,
+        image: image_arg(&flags.image),
+        cpus: flags.cpus,
+        memory_mib: flags.memory_mib,
+        disk_size_gb: flags.disk_gb,
         mounts,
-        allow_net: args.allow_net.clone(),
-        env: parse_env(&args.env)?,
-        working_dir: args.workdir.clone().unwrap_or_default(),
+        allow_net: flags.allow_net.clone(),
+        env: parse_env(env)?,
+        working_dir: workdir.unwrap_or_default().to_owned(),
     })
 }
 
-pub async fn create(c: &mut Client, args: &CreateArgs) -> Result<v1::CreateBoxResponse, Failure> {
-    let spec = box_spec(args)?;
+pub async fn create(
+    c: &mut Client,
+    name: &str,
+    spec: v1::BoxSpec,
+) -> Result<v1::CreateBoxResponse, Failure> {
     Ok(c.create_box(v1::CreateBoxRequest {
-        name: args.name.clone(),
+        name: name.to_owned(),
         spec: Some(spec),
     })
     .await?
