@@ -135,8 +135,16 @@ impl Registry {
             std::fs::read_dir(&dir).map_err(|e| Error::io(format!("read {}", dir.display()), e))?;
         for entry in entries.flatten() {
             let path = entry.path().join("box.json");
-            let Ok(text) = std::fs::read(&path) else {
-                continue;
+            let text = match std::fs::read(&path) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && entry.path().is_dir() => {
+                    // A create that never finished (the record is written
+                    // last): nothing refers to it.
+                    tracing::info!(dir = %entry.path().display(), "removing an unfinished box");
+                    let _ = std::fs::remove_dir_all(entry.path());
+                    continue;
+                }
+                Err(_) => continue,
             };
             let mut record: BoxRecord = match serde_json::from_slice(&text) {
                 Ok(r) => r,
