@@ -285,6 +285,7 @@ impl Execs {
         sub: Subscriber,
     ) -> Result<Arc<Session>> {
         let begin = Instant::now();
+        validate::box_name(&req.box_name)?;
         validate::command(&req.command, &req.args)?;
         let record = self.registry.running(&req.box_name).await?;
         let mut env: Vec<(String, String)> = record.spec.env.clone().into_iter().collect();
