@@ -108,7 +108,7 @@ async fn describe(ctx: &Ctx) -> Result<v1::DescribeResponse, Failure> {
         .into_inner())
 }
 
-fn boxd_binary(explicit: Option<PathBuf>) -> PathBuf {
+pub fn boxd_binary(explicit: Option<PathBuf>) -> PathBuf {
     explicit
         .or_else(|| {
             let sibling = std::env::current_exe().ok()?.with_file_name("boxd");

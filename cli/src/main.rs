@@ -6,6 +6,7 @@
 //! boxd could not start it, 126/127 when the box could not execute it.
 
 mod daemon;
+mod doctor;
 mod exec;
 mod output;
 
@@ -72,6 +73,8 @@ enum Command {
     Run(exec::RunArgs),
     /// Follow box state changes.
     Events,
+    /// Check what this host can run and what is missing, with fixes.
+    Doctor,
     /// Show client and daemon versions.
     Version,
     /// Print shell completions.
@@ -272,6 +275,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
             }
             Ok(0)
         }
+        Command::Doctor => doctor::run(ctx).await,
         Command::Version => {
             let daemon = match ctx.client().await {
                 Ok(mut c) => c

@@ -1,5 +1,6 @@
 //! `boxd`: the per-user box daemon. See docs/ARCHITECTURE.md for the map.
 
+mod doctor;
 mod engine;
 mod error;
 mod execs;
@@ -39,6 +40,17 @@ struct Cli {
     /// Which engine runs boxes.
     #[arg(long, env = "BOXD_ENGINE", value_enum, default_value_t = EngineChoice::Auto)]
     engine: EngineChoice,
+    #[command(subcommand)]
+    command: Option<Sub>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Sub {
+    /// Check what this host can run and what is missing (boots nothing).
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -58,6 +70,16 @@ fn main() -> ExitCode {
         engine::namespace::nsexec::helper_main(argv.collect());
     }
     let cli = Cli::parse();
+    if let Some(Sub::Doctor { json }) = cli.command {
+        let paths = match Paths::resolve(cli.socket, cli.home) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("boxd: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        return ExitCode::from(doctor::report(&doctor::run(&paths), json));
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

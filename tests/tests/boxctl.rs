@@ -169,3 +169,38 @@ fn completions_and_version() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["daemon"].is_null());
 }
+
+#[test]
+fn doctor_reports_the_engine_and_the_running_daemon() {
+    let d = Daemon::start();
+    let out = ok(d.boxctl().args(["doctor", "--json"]));
+    let checks: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let find = |name: &str| {
+        checks
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(find("bwrap")["status"], "ok");
+    assert!(
+        find("engine")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("namespace")
+    );
+    let daemon = find("daemon");
+    assert_eq!(daemon["status"], "ok");
+    assert!(
+        daemon["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("pid {}", d.pid()))
+    );
+    let out = ok(d.boxctl().arg("doctor"));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .all(|l| l.starts_with("ok") || l.starts_with("warn") || l.starts_with("      "))
+    );
+}

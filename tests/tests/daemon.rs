@@ -289,7 +289,10 @@ async fn files_survive_stop_start_and_a_daemon_restart() {
     let leftover = d.home.join("boxes").join("unfinished");
     std::fs::create_dir_all(leftover.join("rootfs")).unwrap();
     d.restart();
-    assert!(!leftover.exists(), "an unfinished create is cleaned up at start");
+    assert!(
+        !leftover.exists(),
+        "an unfinished create is cleaned up at start"
+    );
     let mut c = d.client().await;
     let info = c
         .inspect_box(v1::InspectBoxRequest {

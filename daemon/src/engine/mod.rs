@@ -22,6 +22,16 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::error::Error;
 use crate::registry::BoxRecord;
 
+/// The engine lines of `boxd doctor`.
+pub fn doctor_checks() -> Vec<crate::doctor::Check> {
+    vec![crate::doctor::Check {
+        name: "engine",
+        status: "warn",
+        detail: "boxes run in Linux namespaces (bubblewrap): the BoxLite microVM engine is not part of this build".into(),
+        fix: Some("none needed to run boxes; microVM isolation arrives with the BoxLite engine".into()),
+    }]
+}
+
 /// How strongly boxes are isolated from the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {

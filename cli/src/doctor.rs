@@ -1,0 +1,57 @@
+//! `boxctl doctor`: the host checks of `boxd doctor`, plus what the running
+//! daemon says about itself.
+
+use serde_json::{Value, json};
+
+use crate::{Ctx, Failure, daemon};
+
+pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
+    let boxd = daemon::boxd_binary(None);
+    let out = std::process::Command::new(&boxd)
+        .arg("--socket")
+        .arg(&ctx.paths.socket)
+        .arg("--home")
+        .arg(&ctx.paths.home)
+        .args(["doctor", "--json"])
+        .output()
+        .map_err(|e| Failure {
+            code: 1,
+            message: format!("cannot run {}: {e}", boxd.display()),
+        })?;
+    let mut checks: Vec<Value> = serde_json::from_slice(&out.stdout).map_err(|e| Failure {
+        code: 1,
+        message: format!(
+            "{} doctor gave no report ({e}): {}",
+            boxd.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    })?;
+    let daemon = match ctx.client().await {
+        Ok(mut c) => match c.describe(boxd_client::v1::DescribeRequest {}).await {
+            Ok(d) => {
+                let d = d.into_inner();
+                json!({"name": "daemon", "status": "ok",
+                       "detail": format!("boxd {} (pid {}) runs boxes with the {} engine ({} isolation)", d.daemon_version, d.pid, d.engine, d.isolation)})
+            }
+            Err(s) => {
+                json!({"name": "daemon", "status": "fail", "detail": s.message(), "fix": "see the daemon log in the state directory"})
+            }
+        },
+        Err(e) => {
+            json!({"name": "daemon", "status": "warn", "detail": e.message, "fix": "boxctl daemon start"})
+        }
+    };
+    checks.push(daemon);
+    if ctx.json {
+        println!("{}", Value::Array(checks.clone()));
+    } else {
+        for c in &checks {
+            let s = |k: &str| c[k].as_str().unwrap_or("").to_owned();
+            println!("{:<5} {:<18} {}", s("status"), s("name"), s("detail"));
+            if let Some(fix) = c["fix"].as_str() {
+                println!("      {:<18} fix: {fix}", "");
+            }
+        }
+    }
+    Ok(u8::from(checks.iter().any(|c| c["status"] == "fail")))
+}

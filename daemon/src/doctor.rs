@@ -1,0 +1,238 @@
+//! `boxd doctor`: what this host can run and what is missing, each failing
+//! line with its fix. `boxctl doctor` runs it and adds the live daemon's view.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+
+use boxd_client::Paths;
+
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    /// `ok`, `warn` or `fail`.
+    pub status: &'static str,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn ok(name: &'static str, detail: impl Into<String>) -> Check {
+        Check {
+            name,
+            status: "ok",
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+    fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            name,
+            status: "warn",
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+    fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            name,
+            status: "fail",
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+/// Runs every check. None of them boots anything or needs the daemon.
+pub fn run(paths: &Paths) -> Vec<Check> {
+    let mut checks = vec![bwrap(), user_namespaces(), apparmor()];
+    checks.extend(crate::engine::doctor_checks());
+    checks.push(tool("protoc", &["--version"], "needed only to build BoxLite (Debian: apt-get install protobuf-compiler; macOS: brew install protobuf)"));
+    checks.push(socket(&paths.socket));
+    checks
+}
+
+/// Prints the checks; returns the exit code (1 when any check failed).
+pub fn report(checks: &[Check], json: bool) -> u8 {
+    if json {
+        println!("{}", serde_json::to_string(checks).unwrap_or_default());
+    } else {
+        for c in checks {
+            println!("{:<5} {:<18} {}", c.status, c.name, c.detail);
+            if let Some(fix) = &c.fix {
+                println!("      {:<18} fix: {fix}", "");
+            }
+        }
+    }
+    u8::from(checks.iter().any(|c| c.status == "fail"))
+}
+
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn first_line(out: &std::process::Output) -> String {
+    let text = if out.stdout.is_empty() {
+        &out.stderr
+    } else {
+        &out.stdout
+    };
+    String::from_utf8_lossy(text)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_owned()
+}
+
+fn tool(name: &'static str, args: &[&str], fix: &str) -> Check {
+    match find_on_path(name) {
+        Some(p) => match Command::new(&p).args(args).output() {
+            Ok(out) => Check::ok(name, format!("{} ({})", p.display(), first_line(&out))),
+            Err(e) => Check::warn(name, format!("{} does not run: {e}", p.display()), fix),
+        },
+        None => Check::warn(name, "not found on PATH", fix),
+    }
+}
+
+fn bwrap() -> Check {
+    match find_on_path("bwrap")
+        .or_else(|| Some(PathBuf::from("/usr/bin/bwrap")).filter(|p| p.is_file()))
+    {
+        Some(p) => {
+            let version = Command::new(&p)
+                .arg("--version")
+                .output()
+                .map(|o| first_line(&o))
+                .unwrap_or_default();
+            Check::ok("bwrap", format!("{} ({version})", p.display()))
+        }
+        None => Check::fail(
+            "bwrap",
+            "bubblewrap is not installed: the namespace engine cannot run",
+            "apt-get install bubblewrap",
+        ),
+    }
+}
+
+fn user_namespaces() -> Check {
+    let Some(bwrap) = find_on_path("bwrap") else {
+        return Check::warn(
+            "user namespaces",
+            "not checked (no bwrap)",
+            "apt-get install bubblewrap",
+        );
+    };
+    let out = Command::new(bwrap)
+        .args([
+            "--unshare-user",
+            "--unshare-pid",
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "true",
+        ])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            Check::ok("user namespaces", "bubblewrap can create a sandbox")
+        }
+        Ok(o) => Check::fail(
+            "user namespaces",
+            format!("bubblewrap cannot create a sandbox: {}", first_line(&o)),
+            "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or see the AppArmor line)",
+        ),
+        Err(e) => Check::fail(
+            "user namespaces",
+            format!("cannot run bwrap: {e}"),
+            "reinstall bubblewrap",
+        ),
+    }
+}
+
+fn apparmor() -> Check {
+    let knob = Path::new("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+    match std::fs::read_to_string(knob) {
+        Ok(v) if v.trim() == "1" => Check::warn(
+            "apparmor userns",
+            "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+)",
+            "add an AppArmor profile allowing userns for bwrap, or sysctl kernel.apparmor_restrict_unprivileged_userns=0",
+        ),
+        Ok(_) => Check::ok(
+            "apparmor userns",
+            "unprivileged user namespaces are not restricted",
+        ),
+        Err(_) => Check::ok(
+            "apparmor userns",
+            "no AppArmor user-namespace restriction on this kernel",
+        ),
+    }
+}
+
+fn socket(socket: &Path) -> Check {
+    let Some(dir) = socket.parent() else {
+        return Check::fail(
+            "socket",
+            format!("{} has no directory", socket.display()),
+            "pass a full --socket path",
+        );
+    };
+    // SAFETY: getuid has no preconditions.
+    let me = unsafe { libc::getuid() };
+    let Ok(meta) = std::fs::metadata(dir) else {
+        return Check::ok(
+            "socket",
+            format!(
+                "{} does not exist yet; boxd creates it (0700)",
+                dir.display()
+            ),
+        );
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if meta.uid() != me {
+        return Check::fail(
+            "socket",
+            format!("{} belongs to uid {}, not {me}", dir.display(), meta.uid()),
+            "use a directory of your own (--socket)",
+        );
+    }
+    if mode & 0o077 != 0 {
+        return Check::warn(
+            "socket",
+            format!(
+                "{} is {mode:o}; boxd makes it 0700 when it starts",
+                dir.display()
+            ),
+            format!("chmod 700 {}", dir.display()),
+        );
+    }
+    match std::fs::metadata(socket) {
+        Ok(m) if m.permissions().mode() & 0o077 != 0 => Check::warn(
+            "socket",
+            format!(
+                "{} is {:o}",
+                socket.display(),
+                m.permissions().mode() & 0o777
+            ),
+            format!("chmod 600 {}", socket.display()),
+        ),
+        Ok(_) => Check::ok(
+            "socket",
+            format!("{} (0600, directory 0700)", socket.display()),
+        ),
+        Err(_) => Check::ok(
+            "socket",
+            format!("{} (directory 0700; boxd not running)", socket.display()),
+        ),
+    }
+}
