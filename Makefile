@@ -20,8 +20,14 @@ demo: build
 	$(BOXCTL) run demo --image "$$image" -- uname -a && \
 	echo "boxd keeps running: try '$(BOXCTL) ls', '$(BOXCTL) exec -it demo -- sh', '$(BOXCTL) daemon stop'"
 
+# The BoxLite runtime (from the PyPI wheel, cached) is needed by the tests
+# that open a real BoxLite runtime.
+# The exec plumbing of the BoxLite engine is also tested against BoxLite's
+# fake executions (feature boxlite-test-support), since no VM boots here.
 test: build
-	$(CARGO) test --workspace
+	export BOXLITE_RUNTIME_DIR="$$(scripts/boxlite-runtime.sh)" && \
+	$(CARGO) test --workspace && \
+	$(CARGO) test -p boxd --features boxlite-test-support engine::boxlite
 
 bench: deps
 	$(CARGO) build --release --workspace --bins
@@ -30,6 +36,7 @@ bench: deps
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p boxd --all-targets --features boxlite-test-support -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all

@@ -13,6 +13,9 @@ have cc || need+=(gcc)
 have setpriv || need+=(util-linux)
 have pgrep || need+=(procps)
 have cp || need+=(coreutils)
+have protoc || need+=(protobuf-compiler)
+have python3 || need+=(python3)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 
 if ! have cargo; then
   echo "cargo is missing: install Rust from https://rustup.rs (rustup, stable toolchain)" >&2

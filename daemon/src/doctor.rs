@@ -20,7 +20,7 @@ pub struct Check {
 }
 
 impl Check {
-    fn ok(name: &'static str, detail: impl Into<String>) -> Check {
+    pub fn ok(name: &'static str, detail: impl Into<String>) -> Check {
         Check {
             name,
             status: "ok",
@@ -28,7 +28,7 @@ impl Check {
             fix: None,
         }
     }
-    fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    pub fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
         Check {
             name,
             status: "warn",
@@ -36,7 +36,7 @@ impl Check {
             fix: Some(fix.into()),
         }
     }
-    fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    pub fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
         Check {
             name,
             status: "fail",

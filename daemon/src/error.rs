@@ -60,10 +60,9 @@ impl From<Error> for Status {
     }
 }
 
-#[cfg(target_os = "linux")]
-impl From<crate::engine::namespace::image::ImageError> for Error {
-    fn from(e: crate::engine::namespace::image::ImageError) -> Error {
-        use crate::engine::namespace::image::ImageError;
+impl From<crate::image::ImageError> for Error {
+    fn from(e: crate::image::ImageError) -> Error {
+        use crate::image::ImageError;
         match e {
             ImageError::NotALayout { .. } | ImageError::Invalid { .. } => {
                 Error::InvalidArgument(e.to_string())

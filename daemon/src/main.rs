@@ -4,6 +4,7 @@ mod doctor;
 mod engine;
 mod error;
 mod execs;
+mod image;
 mod listener;
 mod lock;
 mod logging;
@@ -69,6 +70,8 @@ fn main() -> ExitCode {
         // Must run before any thread exists: it joins a user namespace.
         engine::namespace::nsexec::helper_main(argv.collect());
     }
+    // SAFETY: no other thread exists yet.
+    unsafe { engine::boxlite::runtime_dir::export() };
     let cli = Cli::parse();
     if let Some(Sub::Doctor { json }) = cli.command {
         let paths = match Paths::resolve(cli.socket, cli.home) {
@@ -170,15 +173,37 @@ async fn run(cli: Cli) -> Result<(), String> {
     Ok(())
 }
 
+/// `auto`: BoxLite where the preflight says a VM can boot (and its runtime
+/// opens), the namespace engine otherwise, saying why.
 fn select_engine(choice: EngineChoice, paths: &Paths) -> Result<Arc<dyn Engine>, String> {
+    let namespace = |why: Option<String>| -> Result<Arc<dyn Engine>, String> {
+        let engine =
+            engine::namespace::NamespaceEngine::new(&paths.home).map_err(|e| e.to_string())?;
+        Ok(Arc::new(match why {
+            Some(reason) => engine.chosen_because(reason),
+            None => engine,
+        }))
+    };
+    let boxlite = || engine::boxlite::BoxliteEngine::new(&paths.home).map_err(|e| e.to_string());
     match choice {
-        EngineChoice::Boxlite => {
-            Err("the BoxLite engine is not part of this build; use --engine namespace".into())
-        }
-        EngineChoice::Auto | EngineChoice::Namespace => {
-            let engine =
-                engine::namespace::NamespaceEngine::new(&paths.home).map_err(|e| e.to_string())?;
-            Ok(Arc::new(engine))
+        EngineChoice::Namespace => namespace(None),
+        EngineChoice::Boxlite => Ok(Arc::new(boxlite()?)),
+        EngineChoice::Auto => {
+            let verdict = engine::boxlite::preflight();
+            if !verdict.can_boot {
+                tracing::warn!(reason = %verdict.reason, "microVMs cannot boot here; using the namespace engine");
+                return namespace(Some(format!(
+                    "microVMs cannot boot here ({})",
+                    verdict.reason
+                )));
+            }
+            match boxlite() {
+                Ok(engine) => Ok(Arc::new(engine)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the BoxLite engine did not open; using the namespace engine");
+                    namespace(Some(format!("the BoxLite engine did not open ({e})")))
+                }
+            }
         }
     }
 }

@@ -305,6 +305,7 @@ impl Registry {
             return Ok((guard.clone(), 0));
         }
         let begin = Instant::now();
+        let previous = guard.state;
         guard.state = State::Starting;
         self.emit(&guard, 0, "");
         match self.engine.start(&guard).await {
@@ -316,6 +317,12 @@ impl Registry {
                 persist(&guard)?;
                 self.emit(&guard, boot_ms, "");
                 Ok((guard.clone(), boot_ms))
+            }
+            Err(e @ Error::FailedPrecondition(_)) => {
+                // Refused before anything was tried: the box is as it was.
+                guard.state = previous;
+                self.emit(&guard, 0, &e.to_string());
+                Err(e)
             }
             Err(e) => {
                 guard.state = State::Failed;

@@ -203,7 +203,8 @@ impl Boxd for Service {
         validate::box_name(&req.name)?;
         let spec = self.spec_from_proto(req.spec.unwrap_or_default())?;
         let out = self.registry.create(&req.name, spec).await?;
-        let warnings = out.warnings;
+        let mut warnings = out.warnings;
+        warnings.extend(self.registry.engine().info().create_warning.clone());
         Ok(Response::new(v1::CreateBoxResponse {
             r#box: Some(self.info(&out.record)),
             created: out.created,

@@ -49,13 +49,20 @@ pub fn busybox() -> PathBuf {
 /// A running `boxd` on its own temporary socket and home.
 pub struct Daemon {
     child: Option<Child>,
+    engine: &'static str,
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub home: PathBuf,
 }
 
 impl Daemon {
+    /// A daemon with the namespace engine (the one every host here runs).
     pub fn start() -> Daemon {
+        Daemon::with_engine("namespace")
+    }
+
+    /// A daemon with `--engine ENGINE` (`auto`, `namespace`, `boxlite`).
+    pub fn with_engine(engine: &'static str) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("boxd-test-")
             .tempdir_in("/tmp")
@@ -64,6 +71,7 @@ impl Daemon {
         let home = dir.path().join("home");
         let mut d = Daemon {
             child: None,
+            engine,
             dir,
             socket,
             home,
@@ -97,7 +105,7 @@ impl Daemon {
             .arg("--home")
             .arg(&self.home)
             .arg("--engine")
-            .arg("namespace")
+            .arg(self.engine)
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),

@@ -10,6 +10,7 @@
 //! `stop`, `remove`, `list_info` for recovery), so its engine fits here
 //! without reshaping this trait.
 
+pub mod boxlite;
 #[cfg(target_os = "linux")]
 pub mod namespace;
 
@@ -22,21 +23,88 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::error::Error;
 use crate::registry::BoxRecord;
 
-/// The engine lines of `boxd doctor`.
+/// The engine lines of `boxd doctor`: the microVM verdict, the BoxLite
+/// runtime files and their `mke2fs`.
 pub fn doctor_checks() -> Vec<crate::doctor::Check> {
-    vec![crate::doctor::Check {
-        name: "engine",
-        status: "warn",
-        detail: "boxes run in Linux namespaces (bubblewrap): the BoxLite microVM engine is not part of this build".into(),
-        fix: Some("none needed to run boxes; microVM isolation arrives with the BoxLite engine".into()),
-    }]
+    use crate::doctor::Check;
+    let verdict = boxlite::preflight();
+    let mut checks = vec![if verdict.can_boot {
+        Check::ok(
+            "engine",
+            format!(
+                "microVMs can boot here: boxes run in BoxLite VMs ({})",
+                verdict.reason
+            ),
+        )
+    } else {
+        Check::warn(
+            "engine",
+            format!(
+                "boxes run in Linux namespaces here, not microVMs: {}",
+                verdict.reason
+            ),
+            "none needed to run boxes; for microVM isolation use a host with hardware virtualization (KVM with vmx/svm, or Apple Silicon)",
+        )
+    }];
+    let fetch = "scripts/boxlite-runtime.sh (or set BOXLITE_RUNTIME_DIR)";
+    match boxlite::runtime_dir::find() {
+        None => checks.push(Check::warn(
+            "boxlite runtime",
+            format!(
+                "no complete BoxLite {} runtime in {:?}",
+                ::boxlite::VERSION,
+                boxlite::runtime_dir::candidates()
+            ),
+            fetch,
+        )),
+        Some(dir) => {
+            checks.push(Check::ok(
+                "boxlite runtime",
+                format!(
+                    "BoxLite {} runtime in {}",
+                    ::boxlite::VERSION,
+                    dir.display()
+                ),
+            ));
+            let mke2fs = dir.join("mke2fs");
+            let out = std::process::Command::new(&mke2fs).arg("-V").output();
+            let text = out.map(|o| {
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                )
+            });
+            checks.push(
+                match text.as_deref().map(boxlite::runtime_dir::identify_mke2fs) {
+                    Ok(Ok(version)) => Check::ok(
+                        "mke2fs",
+                        format!(
+                            "{} (e2fsprogs {version}), used by absolute path",
+                            mke2fs.display()
+                        ),
+                    ),
+                    Ok(Err(what)) => Check::fail(
+                        "mke2fs",
+                        format!("{} is not e2fsprogs: {what}", mke2fs.display()),
+                        fetch,
+                    ),
+                    Err(e) => Check::fail(
+                        "mke2fs",
+                        format!("{} does not run: {e}", mke2fs.display()),
+                        fetch,
+                    ),
+                },
+            );
+        }
+    }
+    checks
 }
 
 /// How strongly boxes are isolated from the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
-    /// Hardware-isolated VMs (the BoxLite engine, not in this build yet).
-    #[allow(dead_code)]
+    /// Hardware-isolated VMs (the BoxLite engine).
     MicroVm,
     Namespace,
 }
@@ -62,6 +130,8 @@ pub struct EngineInfo {
     pub notes: Vec<String>,
     /// Whether `allow_net` is enforced as a host filter.
     pub network_filtering: bool,
+    /// Added to every create reply (e.g. why `auto` fell back to namespaces).
+    pub create_warning: Option<String>,
 }
 
 /// What `create` made.

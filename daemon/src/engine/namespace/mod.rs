@@ -13,7 +13,6 @@
 //! - a box's files live in `BOX/rootfs`, a private copy of the cached image,
 //!   and survive stop, start and daemon restarts until the box is removed.
 
-pub mod image;
 pub mod nsexec;
 mod sandbox;
 
@@ -25,8 +24,8 @@ use async_trait::async_trait;
 
 use super::{Created, Engine, EngineBox, EngineInfo, ExecSpec, Isolation, Process};
 use crate::error::{Error, Result};
+use crate::image::{ImageConfig, ImageStore};
 use crate::registry::BoxRecord;
-use image::{ImageConfig, ImageStore};
 use sandbox::Sandbox;
 
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -74,6 +73,7 @@ impl NamespaceEngine {
                 "cpus, memory and disk size are recorded but not enforced".into(),
             ],
             network_filtering: false,
+            create_warning: None,
         };
         Ok(NamespaceEngine {
             info,
@@ -81,6 +81,15 @@ impl NamespaceEngine {
             images: ImageStore::new(home.join("images")),
             running: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Records why `auto` chose this engine instead of microVMs: first in
+    /// `Describe`'s notes and a warning on every create.
+    pub fn chosen_because(mut self, reason: String) -> NamespaceEngine {
+        let why = format!("boxes run in Linux namespaces, not microVMs: {reason}");
+        self.info.notes[0] = why.clone();
+        self.info.create_warning = Some(why);
+        self
     }
 
     fn sandbox_pid(&self, id: &str) -> Result<(i32, bool)> {

@@ -260,6 +260,13 @@ fn unique_suffix() -> String {
     format!("{}-{nanos}-{n}", std::process::id())
 }
 
+/// The digest of the manifest a local layout holds for this host, checking
+/// the layout and verifying every blob on the way (nothing is unpacked).
+/// For engines that read layouts themselves.
+pub fn layout_digest(layout: &Path) -> Result<String, ImageError> {
+    Ok(Layout::open(layout)?.resolve()?.digest)
+}
+
 // ---------------------------------------------------------------------------
 // Reading the layout
 // ---------------------------------------------------------------------------
