@@ -155,7 +155,7 @@ async fn run(cli: Cli) -> Result<(), String> {
     tracing::info!(%reason, "shutting down");
     shutdown.cancel();
     execs.kill_all();
-    if tokio::time::timeout(Duration::from_secs(3), registry.stop_all())
+    if tokio::time::timeout(Duration::from_secs(3), registry.shutdown())
         .await
         .is_err()
     {

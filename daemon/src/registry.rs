@@ -414,9 +414,14 @@ impl Registry {
         out
     }
 
-    /// Stops every running box (daemon shutdown). The records keep saying
-    /// "stopped" so a restart finds them.
-    pub async fn stop_all(&self) {
+    /// Daemon shutdown. Boxes whose engine keeps them running without the
+    /// daemon (BoxLite's detached VMs) are left running, to be found again
+    /// at the next start; the others are stopped, and their records say so.
+    pub async fn shutdown(&self) {
+        if self.engine.info().boxes_outlive_daemon {
+            self.engine.shutdown().await;
+            return;
+        }
         let names: Vec<String> = self
             .boxes
             .lock()

@@ -1,5 +1,10 @@
 //! End-to-end behaviour of boxd through the client library: a real daemon
-//! per test, the namespace engine, the busybox image.
+//! per test and the busybox image.
+//!
+//! The scenarios listed in `on_every_engine!` run once per engine: in
+//! `namespace::` everywhere, and in `microvm::` (BoxLite) where a VM can
+//! boot; elsewhere the microVM runs are reported as ignored, with the reason.
+//! The other tests are about the daemon itself and run once.
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
@@ -8,9 +13,8 @@ use boxd_tests::*;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
-#[tokio::test(flavor = "multi_thread")]
-async fn create_reuse_start_exec_stop_remove() {
-    let d = Daemon::start();
+async fn create_reuse_start_exec_stop_remove(engine: &'static str) {
+    let d = Daemon::with_engine(engine);
     let mut c = d.client().await;
     let spec = busybox_spec();
     let first = c
@@ -24,7 +28,7 @@ async fn create_reuse_start_exec_stop_remove() {
     assert!(first.created);
     let b = first.r#box.unwrap();
     assert_eq!(b.state, v1::BoxState::Created as i32);
-    assert_eq!(b.isolation, "namespace");
+    assert_eq!(b.isolation, isolation(engine));
     assert!(b.image_digest.starts_with("sha256:"), "{}", b.image_digest);
 
     // The same name reuses the box; a differing option is a warning.
@@ -120,9 +124,8 @@ async fn create_reuse_start_exec_stop_remove() {
 
 use boxd_client::tonic;
 
-#[tokio::test(flavor = "multi_thread")]
-async fn stdout_and_stderr_stay_apart_and_exit_codes_pass_through() {
-    let d = Daemon::start();
+async fn stdout_and_stderr_stay_apart_and_exit_codes_pass_through(engine: &'static str) {
+    let d = Daemon::with_engine(engine);
     let mut c = d.client().await;
     up(&mut c, "io", busybox_spec()).await;
     let out = run(
@@ -168,9 +171,8 @@ async fn sixteen_mib_of_random_bytes_through_cat_byte_exact() {
     assert_eq!(Sha256::digest(&out.stdout), Sha256::digest(&data));
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn stdin_eof_reaches_the_command() {
-    let d = Daemon::start();
+async fn stdin_eof_reaches_the_command(engine: &'static str) {
+    let d = Daemon::with_engine(engine);
     let mut c = d.client().await;
     up(&mut c, "eof", busybox_spec()).await;
     let mut req = start_req("eof", &["wc", "-c"]);
@@ -187,9 +189,8 @@ async fn stdin_eof_reaches_the_command() {
     assert_eq!((out.stdout.len(), out.exit.code), (0, Some(0)));
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn signals_kill_and_timeouts() {
-    let d = Daemon::start();
+async fn signals_kill_and_timeouts(engine: &'static str) {
+    let d = Daemon::with_engine(engine);
     let mut c = d.client().await;
     up(&mut c, "sig", busybox_spec()).await;
 
@@ -230,9 +231,8 @@ async fn signals_kill_and_timeouts() {
     assert_eq!(bad.code(), tonic::Code::NotFound);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn background_process_lives_across_execs_and_dies_with_the_box() {
-    let d = Daemon::start();
+async fn background_process_lives_across_execs_and_dies_with_the_box(engine: &'static str) {
+    let d = Daemon::with_engine(engine);
     let mut c = d.client().await;
     up(&mut c, "bg", busybox_spec()).await;
     let pid = sh(&mut c, "bg", "sleep 31337 >/dev/null 2>&1 & echo $!").await;
@@ -240,15 +240,17 @@ async fn background_process_lives_across_execs_and_dies_with_the_box() {
     sh(&mut c, "bg", &format!("kill -0 {pid}")).await;
     let ps = sh(&mut c, "bg", "ps").await;
     assert!(ps.contains("sleep 31337"), "{ps}");
-    // The box has its own pid namespace.
-    let ps_host = std::process::Command::new("pgrep")
-        .args(["-f", "sleep 31337"])
-        .output()
-        .unwrap();
-    assert!(
-        !ps_host.stdout.is_empty(),
-        "the process runs on the host kernel"
-    );
+    if engine == "namespace" {
+        // The box is a pid namespace on the host's kernel.
+        let ps_host = std::process::Command::new("pgrep")
+            .args(["-f", "sleep 31337"])
+            .output()
+            .unwrap();
+        assert!(
+            !ps_host.stdout.is_empty(),
+            "the process runs on the host kernel"
+        );
+    }
 
     c.stop_box(v1::StopBoxRequest {
         name: "bg".into(),
@@ -266,9 +268,8 @@ async fn background_process_lives_across_execs_and_dies_with_the_box() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn files_survive_stop_start_and_a_daemon_restart() {
-    let mut d = Daemon::start();
+async fn files_survive_stop_start_and_a_daemon_restart(engine: &'static str) {
+    let mut d = Daemon::with_engine(engine);
     let mut c = d.client().await;
     up(&mut c, "keep", busybox_spec()).await;
     sh(&mut c, "keep", "echo kept > /root/note").await;
@@ -301,11 +302,14 @@ async fn files_survive_stop_start_and_a_daemon_restart() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(
-        info.state,
-        v1::BoxState::Stopped as i32,
-        "a box the daemon stopped is stopped"
-    );
+    // Namespace boxes stop with the daemon; BoxLite's detached VMs keep
+    // running and are found again.
+    let expected = if engine == "boxlite" {
+        v1::BoxState::Running
+    } else {
+        v1::BoxState::Stopped
+    };
+    assert_eq!(info.state, expected as i32, "after a daemon restart");
     c.start_box(v1::StartBoxRequest {
         name: "keep".into(),
     })
@@ -314,9 +318,8 @@ async fn files_survive_stop_start_and_a_daemon_restart() {
     assert_eq!(sh(&mut c, "keep", "cat /root/note").await, "kept\n");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn thirty_two_concurrent_execs() {
-    let d = Daemon::start();
+async fn thirty_two_concurrent_execs(engine: &'static str) {
+    let d = Daemon::with_engine(engine);
     let mut c = d.client().await;
     up(&mut c, "many", busybox_spec()).await;
     let mut tasks = Vec::new();
@@ -472,9 +475,8 @@ async fn hostile_names_and_mounts_are_rejected() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mounts_are_shared_and_read_only_is_enforced() {
-    let d = Daemon::start();
+async fn mounts_are_shared_and_read_only_is_enforced(engine: &'static str) {
+    let d = Daemon::with_engine(engine);
     let mut c = d.client().await;
     let rw = tempfile::tempdir().unwrap();
     let ro = tempfile::tempdir().unwrap();
@@ -504,9 +506,8 @@ async fn mounts_are_shared_and_read_only_is_enforced() {
     assert!(!ro.path().join("new").exists());
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn env_working_dir_tty_and_network() {
-    let d = Daemon::start();
+async fn env_working_dir_tty_and_network(engine: &'static str) {
+    let d = Daemon::with_engine(engine);
     let mut c = d.client().await;
     let mut spec = busybox_spec();
     spec.env.insert("BOX_VAR".into(), "box".into());
@@ -552,9 +553,8 @@ async fn env_working_dir_tty_and_network() {
     assert_eq!(names, ["lo"]);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_client_that_goes_away_has_its_exec_reaped() {
-    let d = Daemon::start();
+async fn a_client_that_goes_away_has_its_exec_reaped(engine: &'static str) {
+    let d = Daemon::with_engine(engine);
     let mut c = d.client().await;
     up(&mut c, "reap", busybox_spec()).await;
     let exec = ExecStream::start(&mut c, start_req("reap", &["sleep", "31338"]))
@@ -580,9 +580,8 @@ async fn a_client_that_goes_away_has_its_exec_reaped() {
     assert!(!ps.contains("sleep 31338"), "{ps}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn detached_exec_survives_its_client_and_can_be_attached_and_fed() {
-    let d = Daemon::start();
+async fn detached_exec_survives_its_client_and_can_be_attached_and_fed(engine: &'static str) {
+    let d = Daemon::with_engine(engine);
     let mut c = d.client().await;
     up(&mut c, "det", busybox_spec()).await;
     let mut req = start_req(
@@ -632,9 +631,8 @@ async fn sigterm_stops_the_daemon_quickly_with_streams_open() {
     drop(exec);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn watch_reports_state_changes() {
-    let d = Daemon::start();
+async fn watch_reports_state_changes(engine: &'static str) {
+    let d = Daemon::with_engine(engine);
     let mut c = d.client().await;
     let mut watch = c
         .watch_boxes(v1::WatchBoxesRequest {})
@@ -664,3 +662,49 @@ async fn watch_reports_state_changes() {
         [Created, Starting, Running, Stopping, Stopped, Removed]
     );
 }
+
+/// The isolation a box reports under each engine.
+fn isolation(engine: &str) -> &'static str {
+    if engine == "boxlite" {
+        "microvm"
+    } else {
+        "namespace"
+    }
+}
+
+macro_rules! on_every_engine {
+    ($($name:ident),* $(,)?) => {
+        mod namespace {
+            $(
+                #[tokio::test(flavor = "multi_thread")]
+                async fn $name() {
+                    super::$name("namespace").await
+                }
+            )*
+        }
+        mod microvm {
+            $(
+                #[tokio::test(flavor = "multi_thread")]
+                #[ignore = "needs a host that can boot BoxLite microVMs (boxctl doctor: engine ok); run with --ignored there"]
+                async fn $name() {
+                    super::$name("boxlite").await
+                }
+            )*
+        }
+    };
+}
+
+on_every_engine!(
+    create_reuse_start_exec_stop_remove,
+    stdout_and_stderr_stay_apart_and_exit_codes_pass_through,
+    stdin_eof_reaches_the_command,
+    signals_kill_and_timeouts,
+    background_process_lives_across_execs_and_dies_with_the_box,
+    files_survive_stop_start_and_a_daemon_restart,
+    thirty_two_concurrent_execs,
+    mounts_are_shared_and_read_only_is_enforced,
+    env_working_dir_tty_and_network,
+    a_client_that_goes_away_has_its_exec_reaped,
+    detached_exec_survives_its_client_and_can_be_attached_and_fed,
+    watch_reports_state_changes,
+);

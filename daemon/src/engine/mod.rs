@@ -132,6 +132,9 @@ pub struct EngineInfo {
     pub network_filtering: bool,
     /// Added to every create reply (e.g. why `auto` fell back to namespaces).
     pub create_warning: Option<String>,
+    /// Whether running boxes keep running when the daemon exits (and are
+    /// found again by `list` when it restarts).
+    pub boxes_outlive_daemon: bool,
 }
 
 /// What `create` made.

@@ -124,6 +124,7 @@ impl BoxliteEngine {
             notes,
             network_filtering: true,
             create_warning: None,
+            boxes_outlive_daemon: true,
         };
         tracing::info!(home = %bl_home.display(), can_boot = verdict.can_boot, reason = %verdict.reason, "BoxLite runtime opened");
         Ok(BoxliteEngine {

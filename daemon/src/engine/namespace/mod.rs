@@ -74,6 +74,7 @@ impl NamespaceEngine {
             ],
             network_filtering: false,
             create_warning: None,
+            boxes_outlive_daemon: false,
         };
         Ok(NamespaceEngine {
             info,
