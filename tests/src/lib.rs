@@ -185,6 +185,18 @@ pub fn busybox_spec() -> v1::BoxSpec {
     }
 }
 
+/// Creates (or reuses) a box.
+pub async fn create(client: &mut Client, name: &str, spec: v1::BoxSpec) -> v1::CreateBoxResponse {
+    client
+        .create_box(v1::CreateBoxRequest {
+            name: name.into(),
+            spec: Some(spec),
+        })
+        .await
+        .expect("create box")
+        .into_inner()
+}
+
 /// Creates and starts a busybox box.
 pub async fn up(client: &mut Client, name: &str, spec: v1::BoxSpec) -> v1::BoxInfo {
     client

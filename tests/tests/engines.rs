@@ -1,6 +1,6 @@
-//! Engine choice and the BoxLite engine, end to end. What only a host that
-//! can boot microVMs can check is `#[ignore]`d with the reason (run it there
-//! with `cargo test -- --ignored`); everything else runs everywhere.
+//! Engine choice and the BoxLite engine on a host that cannot boot
+//! microVMs. The scenarios that need a VM are the `microvm::` half of
+//! `tests/daemon.rs`.
 
 use std::process::Command;
 
@@ -52,14 +52,7 @@ async fn auto_says_which_engine_and_why() {
         "{:?}",
         info.notes
     );
-    let reply = c
-        .create_box(v1::CreateBoxRequest {
-            name: "a".into(),
-            spec: Some(busybox_spec()),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let reply = create(&mut c, "a", busybox_spec()).await;
     assert!(
         reply
             .warnings
@@ -69,14 +62,7 @@ async fn auto_says_which_engine_and_why() {
         reply.warnings
     );
     // A reused box is warned the same way.
-    let again = c
-        .create_box(v1::CreateBoxRequest {
-            name: "a".into(),
-            spec: Some(busybox_spec()),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let again = create(&mut c, "a", busybox_spec()).await;
     assert!(
         again
             .warnings
@@ -89,7 +75,9 @@ async fn auto_says_which_engine_and_why() {
 async fn forced_boxlite_creates_lists_and_refuses_to_start_with_the_reason() {
     let (can_boot, _) = verdict();
     if can_boot {
-        eprintln!("SKIPPED: VMs boot here; `microvm_lifecycle` covers this host");
+        eprintln!(
+            "SKIPPED: VMs boot here; the microvm:: scenarios of tests/daemon.rs cover this host"
+        );
         return;
     }
     let d = Daemon::with_engine("boxlite");
@@ -108,23 +96,9 @@ async fn forced_boxlite_creates_lists_and_refuses_to_start_with_the_reason() {
         "BoxLite output is text"
     );
 
-    let created = c
-        .create_box(v1::CreateBoxRequest {
-            name: "vm".into(),
-            spec: Some(busybox_spec()),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let created = create(&mut c, "vm", busybox_spec()).await;
     assert!(created.created);
-    let again = c
-        .create_box(v1::CreateBoxRequest {
-            name: "vm".into(),
-            spec: Some(busybox_spec()),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let again = create(&mut c, "vm", busybox_spec()).await;
     assert!(!again.created, "get-or-create by name");
     let list = c
         .list_boxes(v1::ListBoxesRequest {})
@@ -177,41 +151,4 @@ async fn forced_boxlite_creates_lists_and_refuses_to_start_with_the_reason() {
             .boxes
             .is_empty()
     );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs a host that can boot BoxLite microVMs (run with --ignored there)"]
-async fn microvm_lifecycle() {
-    let d = Daemon::with_engine("boxlite");
-    let mut c = d.client().await;
-    let info = up(&mut c, "vm", busybox_spec()).await;
-    assert_eq!(info.isolation, "microvm");
-    let out = run(
-        &mut c,
-        "vm",
-        &["sh", "-c", "echo out; echo err >&2; exit 3"],
-    )
-    .await;
-    assert_eq!(
-        (out.stdout.as_slice(), out.stderr.as_slice(), out.exit.code),
-        (&b"out\n"[..], &b"err\n"[..], Some(3))
-    );
-    assert_eq!(sh(&mut c, "vm", "uname -s").await, "Linux\n");
-    sh(&mut c, "vm", "echo kept > /root/note").await;
-    c.stop_box(v1::StopBoxRequest {
-        name: "vm".into(),
-        force: false,
-    })
-    .await
-    .unwrap();
-    c.start_box(v1::StartBoxRequest { name: "vm".into() })
-        .await
-        .unwrap();
-    assert_eq!(sh(&mut c, "vm", "cat /root/note").await, "kept\n");
-    c.remove_box(v1::RemoveBoxRequest {
-        name: "vm".into(),
-        force: true,
-    })
-    .await
-    .unwrap();
 }

@@ -118,6 +118,21 @@ impl Isolation {
     }
 }
 
+/// What every engine supports, plus `extra`, as `Describe` lists them.
+pub fn capabilities(extra: &[&str]) -> Vec<String> {
+    const COMMON: [&str; 8] = [
+        "exec.stdin",
+        "exec.tty",
+        "exec.signal",
+        "exec.timeout",
+        "exec.attach",
+        "exec.detach",
+        "mounts.readOnly",
+        "box.watch",
+    ];
+    COMMON.iter().chain(extra).map(|c| c.to_string()).collect()
+}
+
 /// What an engine is, for `Describe` and for every create reply.
 #[derive(Debug, Clone)]
 pub struct EngineInfo {

@@ -109,18 +109,7 @@ impl BoxliteEngine {
             name: "boxlite",
             version: ::boxlite::VERSION.to_owned(),
             isolation: Isolation::MicroVm,
-            capabilities: [
-                "exec.stdin",
-                "exec.tty",
-                "exec.signal",
-                "exec.timeout",
-                "exec.attach",
-                "exec.detach",
-                "mounts.readOnly",
-                "box.watch",
-            ]
-            .map(String::from)
-            .to_vec(),
+            capabilities: super::capabilities(&[]),
             notes,
             network_filtering: true,
             create_warning: None,

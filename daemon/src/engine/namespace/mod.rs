@@ -54,19 +54,7 @@ impl NamespaceEngine {
             name: "namespace",
             version,
             isolation: Isolation::Namespace,
-            capabilities: [
-                "exec.stdin",
-                "exec.tty",
-                "exec.signal",
-                "exec.timeout",
-                "exec.attach",
-                "exec.detach",
-                "output.binary",
-                "mounts.readOnly",
-                "box.watch",
-            ]
-            .map(String::from)
-            .to_vec(),
+            capabilities: super::capabilities(&["output.binary"]),
             notes: vec![
                 "boxes run in Linux namespaces under bubblewrap, not in microVMs".into(),
                 "allow-net is not a host filter yet: an empty list means no network, any entry means the host network".into(),
