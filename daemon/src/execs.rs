@@ -56,6 +56,9 @@ pub struct Session {
     stdin_closed: AtomicBool,
     timed_out: AtomicBool,
     out: tokio::sync::Mutex<Fanout>,
+    /// How many clients are attached, readable without waiting for `out`
+    /// (which a slow client can hold for as long as it is slow).
+    attached: std::sync::atomic::AtomicUsize,
     done: watch::Sender<bool>,
 }
 
@@ -108,8 +111,12 @@ impl Session {
         *self.done.borrow()
     }
 
-    pub async fn attached(&self) -> usize {
-        self.out.lock().await.subscribers.len()
+    pub fn attached(&self) -> usize {
+        self.attached.load(Ordering::SeqCst)
+    }
+
+    fn count_attached(&self, out: &Fanout) {
+        self.attached.store(out.subscribers.len(), Ordering::SeqCst);
     }
 
     /// Queues bytes for the command's stdin, waiting while it does not read.
@@ -171,6 +178,7 @@ impl Session {
         if !out.send(&msg).await {
             out.keep(msg);
         }
+        self.count_attached(&out);
     }
 
     async fn finish(&self, status: ExitStatus) -> bool {
@@ -188,6 +196,7 @@ impl Session {
         out.exit = Some(exit);
         // Dropping the senders ends every client's stream after the exit.
         out.subscribers.clear();
+        self.count_attached(&out);
         self.done.send_replace(true);
         out.exit_delivered
     }
@@ -213,6 +222,7 @@ impl Session {
             return false;
         }
         out.subscribers.push(sub);
+        self.count_attached(&out);
         true
     }
 }
@@ -346,6 +356,7 @@ impl Execs {
             stdin_closed: AtomicBool::new(false),
             timed_out: AtomicBool::new(false),
             out: tokio::sync::Mutex::new(Fanout::default()),
+            attached: std::sync::atomic::AtomicUsize::new(0),
             done: watch::channel(false).0,
         });
         let started = v1::ExecResponse {
@@ -361,7 +372,11 @@ impl Execs {
             .expect("exec table")
             .insert(id.clone(), session.clone());
         let _ = sub.send(Ok(started)).await;
-        session.out.lock().await.subscribers.push(sub.clone());
+        {
+            let mut out = session.out.lock().await;
+            out.subscribers.push(sub.clone());
+            session.count_attached(&out);
+        }
         tracing::debug!(exec_id = %id, box_name = %session.box_name, launch_ms, "exec started");
 
         self.spawn_pump(

@@ -368,7 +368,7 @@ impl Boxd for Service {
                 started_at_ms: s.started_at_ms,
                 tty: s.tty,
                 detach: s.detach,
-                attached: s.attached().await as u32,
+                attached: s.attached() as u32,
                 exited: s.exited(),
             });
         }
