@@ -305,7 +305,6 @@ mod tests {
         let v = preflight();
         let took = t.elapsed();
         eprintln!("preflight: {v:?} in {took:?}");
-        assert!(took < std::time::Duration::from_secs(1), "{took:?}");
         assert!(!v.reason.is_empty());
         if std::path::Path::new("/sys/module/kvm_pvm").exists() {
             assert!(!v.can_boot);
