@@ -7,6 +7,7 @@
 //! - [`ExecStream`] drives the bidirectional `Exec` call.
 
 mod exec;
+pub mod jsonl;
 mod paths;
 
 pub use boxd_proto::{bytes, tonic, v1};

@@ -1,0 +1,10 @@
+//! The JSONL envelope (`+jsonl-v1`, see `docs/api.md` and the envelope
+//! spec): the pieces that do not depend on stdio, shared by `boxctl jsonl`
+//! and any other front end that speaks the envelope.
+//!
+//! - [`lines`]: bounded request lines (4 MiB), overlong lines skipped;
+//! - [`output`]: exec output as `data`/`dataBase64` payloads, never
+//!   splitting a UTF-8 sequence, each within the 16 MiB frame bound.
+
+pub mod lines;
+pub mod output;
