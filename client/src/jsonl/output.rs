@@ -145,7 +145,7 @@ mod tests {
     #[test]
     fn big_output_is_split_within_the_frame_bound() {
         let big = vec![b'\x01'; MAX_PAYLOAD * 2 + 5];
-        let out = encode_all(&[big.clone()]);
+        let out = encode_all(std::slice::from_ref(&big));
         assert_eq!(out.len(), 3);
         assert_eq!(joined(&out), big);
         for p in &out {
