@@ -708,3 +708,35 @@ on_every_engine!(
     detached_exec_survives_its_client_and_can_be_attached_and_fed,
     watch_reports_state_changes,
 );
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_creates_of_one_name_make_one_box() {
+    let d = Daemon::start();
+    let c = d.client().await;
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let mut c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            create(&mut c, "same", busybox_spec()).await
+        }));
+    }
+    let mut created = 0;
+    let mut ids = std::collections::HashSet::new();
+    for t in tasks {
+        let reply = t.await.unwrap();
+        created += usize::from(reply.created);
+        ids.insert(reply.r#box.unwrap().id);
+    }
+    assert_eq!(created, 1, "exactly one create made the box");
+    assert_eq!(ids.len(), 1, "every reply names the same box");
+    let mut c = c;
+    assert_eq!(
+        c.list_boxes(v1::ListBoxesRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .boxes
+            .len(),
+        1
+    );
+}
