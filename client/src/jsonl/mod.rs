@@ -6,5 +6,6 @@
 //! - [`output`]: exec output as `data`/`dataBase64` payloads, never
 //!   splitting a UTF-8 sequence, each within the 16 MiB frame bound.
 
+pub mod frame;
 pub mod lines;
 pub mod output;
