@@ -75,6 +75,9 @@ enum Command {
     Events,
     /// Check what this host can run and what is missing, with fixes.
     Doctor,
+    /// Speak the JSONL envelope on stdin/stdout (for Studio and other
+    /// line-oriented callers); diagnostics go to stderr.
+    Jsonl,
     /// Show client and daemon versions.
     Version,
     /// Print shell completions.
@@ -276,6 +279,18 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Doctor => doctor::run(ctx).await,
+        Command::Jsonl => {
+            let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+            match boxd_client::jsonl::driver::serve(&ctx.paths.socket, stdin, tokio::io::stdout())
+                .await
+            {
+                Ok(()) => Ok(0),
+                Err(e) => Err(Failure {
+                    code: 1,
+                    message: format!("jsonl: {e}"),
+                }),
+            }
+        }
         Command::Version => {
             let daemon = match ctx.client().await {
                 Ok(mut c) => c

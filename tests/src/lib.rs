@@ -274,3 +274,111 @@ pub async fn sh(client: &mut Client, box_name: &str, script: &str) -> String {
     assert_eq!(out.exit.code, Some(0), "{script}: {out:?}");
     out.stdout_str()
 }
+
+/// A `boxctl jsonl` driver process, fed lines and read frame by frame.
+pub struct Jsonl {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    frames: std::sync::mpsc::Receiver<serde_json::Value>,
+    /// Every frame read so far, in order.
+    pub seen: Vec<serde_json::Value>,
+}
+
+impl Jsonl {
+    /// Starts `boxctl jsonl` against `socket` (it need not answer).
+    pub fn start(socket: &std::path::Path) -> Jsonl {
+        let mut child = Command::new(bin("boxctl"))
+            .arg("--socket")
+            .arg(socket)
+            .arg("jsonl")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn boxctl jsonl");
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, frames) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).split(b'\n') {
+                let Ok(line) = line else { return };
+                let value = serde_json::from_slice(&line).unwrap_or_else(|e| {
+                    panic!(
+                        "stdout carried a non-frame ({e}): {:?}",
+                        String::from_utf8_lossy(&line)
+                    )
+                });
+                if tx.send(value).is_err() {
+                    return;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Jsonl {
+            child,
+            stdin,
+            frames,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Writes raw bytes (a line must end in `\n`).
+    pub fn write(&mut self, bytes: &[u8]) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("write to the driver");
+        stdin.flush().expect("flush");
+    }
+
+    /// Sends a request.
+    pub fn request(&mut self, id: serde_json::Value, method: &str, params: serde_json::Value) {
+        let line = serde_json::json!({"id": id, "method": method, "params": params}).to_string();
+        self.write(format!("{line}\n").as_bytes());
+    }
+
+    /// The next frame (panics after 30 s of silence).
+    pub fn next(&mut self) -> serde_json::Value {
+        let f = self
+            .frames
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a frame within 30 s");
+        self.seen.push(f.clone());
+        f
+    }
+
+    /// Reads frames until the reply (or error) for `id`.
+    pub fn reply(&mut self, id: &serde_json::Value) -> serde_json::Value {
+        loop {
+            let f = self.next();
+            if f.get("id") == Some(id) {
+                return f;
+            }
+        }
+    }
+
+    /// Sends a request and waits for its answer.
+    pub fn call(&mut self, id: u64, method: &str, params: serde_json::Value) -> serde_json::Value {
+        self.request(id.into(), method, params);
+        self.reply(&id.into())
+    }
+
+    /// Reads frames until the `exit` event of `exec_id`.
+    pub fn exit_of(&mut self, exec_id: &str) -> serde_json::Value {
+        loop {
+            let f = self.next();
+            if f["type"] == "exit" && f["execId"] == exec_id {
+                return f;
+            }
+        }
+    }
+
+    /// Closes stdin (end of input) and waits for the driver to exit.
+    pub fn close(mut self) -> (std::process::ExitStatus, Vec<serde_json::Value>) {
+        drop(self.stdin.take());
+        let status = self.child.wait().expect("wait for the driver");
+        while let Ok(f) = self.frames.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push(f);
+        }
+        (status, self.seen)
+    }
+}

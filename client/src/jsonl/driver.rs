@@ -1,0 +1,577 @@
+//! The JSONL driver: envelope frames in, boxd gRPC calls out, replies and
+//! events back. Generic over its input and output, so `boxctl jsonl` (stdio)
+//! and other front ends share it. It keeps no box state: only the exec
+//! streams it opened, so that they end with it.
+//!
+//! Invariants:
+//! - the `transport` frame is the first frame written;
+//! - requests are dispatched concurrently; replies and events share one
+//!   bounded outbound queue, so a slow reader slows the daemon's streams;
+//! - the `box.exec` reply is queued before any event of that exec, and every
+//!   `output` event of an exec before its `exit` event;
+//! - `shutdown` or end of input: execs started here are killed (and reaped by
+//!   boxd when their streams close), queued frames are flushed, `serve`
+//!   returns.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::frame::{self, ErrorCode, Failure, Request};
+use super::lines::{Line, LineReader};
+use super::output::{OutputEncoder, Payload};
+use crate::{Client, ExecEvent, ExecInput, ExecStream, v1};
+
+/// The envelope version this driver speaks.
+pub fn protocol() -> String {
+    format!("boxd-{}+jsonl-v1", env!("CARGO_PKG_VERSION"))
+}
+
+/// The methods of the envelope.
+pub const METHODS: [&str; 11] = [
+    "host.describe",
+    "box.create",
+    "box.start",
+    "box.exec",
+    "exec.stdin",
+    "exec.kill",
+    "exec.resize",
+    "box.stop",
+    "box.remove",
+    "box.list",
+    "shutdown",
+];
+
+/// Frames waiting to be written; bounded, so a slow reader applies
+/// backpressure all the way to boxd.
+const QUEUE: usize = 256;
+/// How long `shutdown` waits for killed execs to report their exit.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+struct Driver {
+    client: Option<Client>,
+    socket: String,
+    out: mpsc::Sender<Value>,
+    /// Execs started by this driver, by id.
+    execs: Mutex<HashMap<String, OwnExec>>,
+}
+
+/// An exec this driver started: its input, and the task streaming its events.
+type OwnExec = (ExecInput, Option<JoinHandle<()>>);
+
+/// Serves the envelope on `input`/`output` until `shutdown` or end of input.
+pub async fn serve<R, W>(socket: &Path, input: R, output: W) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out, rx) = mpsc::channel::<Value>(QUEUE);
+    let writer = tokio::spawn(write_frames(rx, output));
+
+    let mut client = crate::connect(socket).await.ok();
+    let service_pid = match client.as_mut() {
+        Some(c) => c
+            .describe(v1::DescribeRequest {})
+            .await
+            .ok()
+            .map(|d| d.into_inner().pid),
+        None => None,
+    };
+    let _ = out
+        .send(json!({
+            "type": "transport",
+            "servicePid": service_pid,
+            "bridgePid": std::process::id(),
+            "transport": "grpc+unix",
+            "socket": socket.to_string_lossy(),
+        }))
+        .await;
+    let driver = Arc::new(Driver {
+        client,
+        socket: socket.display().to_string(),
+        out: out.clone(),
+        execs: Mutex::new(HashMap::new()),
+    });
+    let watcher = driver
+        .client
+        .clone()
+        .map(|c| tokio::spawn(watch_boxes(c, out.clone())));
+    drop(out);
+
+    let mut lines = LineReader::new(input);
+    loop {
+        let line = match lines.next().await {
+            Ok(Some(line)) => line,
+            Ok(None) | Err(_) => break, // end of input: as if `shutdown`
+        };
+        let request = match line {
+            Line::TooLarge { len } => {
+                let f = Failure::new(
+                    ErrorCode::TooLarge,
+                    format!("request line of {len} bytes exceeds 4 MiB"),
+                );
+                driver.send(frame::error(&Value::Null, &f)).await;
+                continue;
+            }
+            Line::Request(bytes) => match frame::parse_request(&bytes) {
+                Ok(r) => r,
+                Err((id, f)) => {
+                    driver.send(frame::error(&id, &f)).await;
+                    continue;
+                }
+            },
+        };
+        if request.method == "shutdown" {
+            match params::<Empty>(&request.params) {
+                Ok(_) => {
+                    driver
+                        .send(frame::reply(&request.id, json!({"ok": true})))
+                        .await;
+                    break;
+                }
+                Err(f) => driver.send(frame::error(&request.id, &f)).await,
+            }
+            continue;
+        }
+        let d = driver.clone();
+        tokio::spawn(async move { d.handle(request).await });
+    }
+
+    driver.end_execs().await;
+    if let Some(w) = watcher {
+        w.abort();
+    }
+    drop(driver);
+    writer.await.unwrap_or(Ok(()))
+}
+
+async fn write_frames<W: AsyncWrite + Unpin>(
+    mut rx: mpsc::Receiver<Value>,
+    mut output: W,
+) -> std::io::Result<()> {
+    while let Some(frame) = rx.recv().await {
+        let mut line = serde_json::to_vec(&frame).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        output.write_all(&line).await?;
+        if rx.is_empty() {
+            output.flush().await?;
+        }
+    }
+    output.flush().await
+}
+
+async fn watch_boxes(mut client: Client, out: mpsc::Sender<Value>) {
+    let Ok(stream) = client.watch_boxes(v1::WatchBoxesRequest {}).await else {
+        return;
+    };
+    let mut stream = stream.into_inner();
+    while let Ok(Some(ev)) = stream.message().await {
+        let state = v1::BoxState::try_from(ev.state)
+            .unwrap_or(v1::BoxState::Unspecified)
+            .label();
+        let frame = json!({"type": "boxState", "boxId": ev.box_id, "name": ev.name, "state": state, "elapsedMs": ev.elapsed_ms});
+        if out.send(frame).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct MountParams {
+    host_path: String,
+    guest_path: String,
+    read_only: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CreateParams {
+    name: String,
+    image: Option<String>,
+    cpus: Option<u32>,
+    memory_mib: Option<u32>,
+    disk_size_gb: Option<u32>,
+    mounts: Option<Vec<MountParams>>,
+    allow_net: Option<Vec<String>>,
+    env: Option<HashMap<String, String>>,
+    working_dir: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NameParams {
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ForceParams {
+    name: String,
+    force: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ExecParams {
+    name: String,
+    command: String,
+    args: Option<Vec<String>>,
+    env: Option<HashMap<String, String>>,
+    working_dir: Option<String>,
+    timeout_ms: Option<u64>,
+    interactive: Option<bool>,
+    tty: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct StdinParams {
+    exec_id: String,
+    data: Option<String>,
+    data_base64: Option<String>,
+    close: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct KillParams {
+    exec_id: String,
+    signal: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ResizeParams {
+    exec_id: String,
+    rows: u32,
+    cols: u32,
+}
+
+fn params<T: DeserializeOwned>(p: &Value) -> Result<T, Failure> {
+    T::deserialize(p).map_err(|e| Failure::new(ErrorCode::InvalidParams, e.to_string()))
+}
+
+fn ok() -> Value {
+    json!({"ok": true})
+}
+
+fn state_label(s: i32) -> &'static str {
+    v1::BoxState::try_from(s)
+        .unwrap_or(v1::BoxState::Unspecified)
+        .label()
+}
+
+impl Driver {
+    async fn send(&self, frame: Value) {
+        let _ = self.out.send(frame).await;
+    }
+
+    fn client(&self) -> Result<Client, Failure> {
+        self.client.clone().ok_or_else(|| {
+            Failure::new(
+                ErrorCode::Unavailable,
+                format!("boxd is not running (nothing answers on {})", self.socket),
+            )
+        })
+    }
+
+    async fn handle(self: Arc<Self>, req: Request) {
+        let reply = match self.clone().dispatch(&req).await {
+            Ok(Some(result)) => frame::reply(&req.id, result),
+            Ok(None) => return, // the method queued its own reply
+            Err(f) => frame::error(&req.id, &f),
+        };
+        self.send(reply).await;
+    }
+
+    async fn dispatch(self: Arc<Self>, req: &Request) -> Result<Option<Value>, Failure> {
+        let p = &req.params;
+        let result = match req.method.as_str() {
+            "host.describe" => {
+                params::<Empty>(p)?;
+                let d = self
+                    .client()?
+                    .describe(v1::DescribeRequest {})
+                    .await?
+                    .into_inner();
+                let mut capabilities: Vec<String> = METHODS.iter().map(|m| m.to_string()).collect();
+                for c in d.capabilities {
+                    if !capabilities.contains(&c) {
+                        capabilities.push(c);
+                    }
+                }
+                let boxlite = (d.engine == "boxlite").then_some(d.engine_version);
+                json!({"protocol": protocol(), "pid": d.pid, "boxlite": boxlite, "engine": d.engine,
+                       "isolation": d.isolation, "capabilities": capabilities})
+            }
+            "box.create" => {
+                let c: CreateParams = params(p)?;
+                let spec = v1::BoxSpec {
+                    image: c.image.unwrap_or_default(),
+                    cpus: c.cpus,
+                    memory_mib: c.memory_mib,
+                    disk_size_gb: c.disk_size_gb,
+                    mounts: c
+                        .mounts
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|m| v1::Mount {
+                            host_path: m.host_path,
+                            guest_path: m.guest_path,
+                            read_only: m.read_only.unwrap_or(false),
+                        })
+                        .collect(),
+                    allow_net: c.allow_net.unwrap_or_default(),
+                    env: c.env.unwrap_or_default(),
+                    working_dir: c.working_dir.unwrap_or_default(),
+                };
+                let r = self
+                    .client()?
+                    .create_box(v1::CreateBoxRequest {
+                        name: c.name,
+                        spec: Some(spec),
+                    })
+                    .await?
+                    .into_inner();
+                let b = r.r#box.unwrap_or_default();
+                let mut v = json!({"boxId": b.id, "name": b.name, "created": r.created, "elapsedMs": r.elapsed_ms});
+                if !r.warnings.is_empty() {
+                    v["warnings"] = json!(r.warnings);
+                }
+                v
+            }
+            "box.start" => {
+                let n: NameParams = params(p)?;
+                let r = self
+                    .client()?
+                    .start_box(v1::StartBoxRequest { name: n.name })
+                    .await?
+                    .into_inner();
+                json!({"boxId": r.r#box.unwrap_or_default().id, "bootMs": r.boot_ms})
+            }
+            "box.stop" => {
+                let n: ForceParams = params(p)?;
+                let req = v1::StopBoxRequest {
+                    name: n.name,
+                    force: n.force.unwrap_or(false),
+                };
+                self.client()?.stop_box(req).await?;
+                ok()
+            }
+            "box.remove" => {
+                let n: ForceParams = params(p)?;
+                let req = v1::RemoveBoxRequest {
+                    name: n.name,
+                    force: n.force.unwrap_or(false),
+                };
+                self.client()?.remove_box(req).await?;
+                ok()
+            }
+            "box.list" => {
+                params::<Empty>(p)?;
+                let boxes = self
+                    .client()?
+                    .list_boxes(v1::ListBoxesRequest {})
+                    .await?
+                    .into_inner()
+                    .boxes;
+                Value::Array(
+                    boxes
+                        .into_iter()
+                        .map(|b| {
+                            json!({"boxId": b.id, "name": b.name, "state": state_label(b.state), "image": b.image,
+                                   "createdAt": b.created_at_ms, "isolation": b.isolation})
+                        })
+                        .collect(),
+                )
+            }
+            "box.exec" => {
+                self.clone().exec(req).await?;
+                return Ok(None);
+            }
+            "exec.stdin" => {
+                let s: StdinParams = params(p)?;
+                let mut data = s.data.map(String::into_bytes).unwrap_or_default();
+                if let Some(b64) = s.data_base64 {
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(b64)
+                        .map_err(|e| {
+                            Failure::new(ErrorCode::InvalidParams, format!("dataBase64: {e}"))
+                        })?;
+                    data.extend(bytes);
+                }
+                let close = s.close.unwrap_or(false);
+                let mut client = self.client()?;
+                let req = v1::SendInputRequest {
+                    exec_id: s.exec_id,
+                    data: data.into(),
+                    close,
+                };
+                client.send_input(req).await?;
+                ok()
+            }
+            "exec.kill" => {
+                let k: KillParams = params(p)?;
+                let signal = match k.signal {
+                    None | Some(Value::Null) => String::new(),
+                    Some(Value::String(s)) => s,
+                    Some(Value::Number(n)) => n.to_string(),
+                    Some(_) => {
+                        return Err(Failure::new(
+                            ErrorCode::InvalidParams,
+                            "signal is a name or a number",
+                        ));
+                    }
+                };
+                let req = v1::SignalExecRequest {
+                    exec_id: k.exec_id,
+                    signal: Some(v1::Signal { signal }),
+                };
+                self.client()?.signal_exec(req).await?;
+                ok()
+            }
+            "exec.resize" => {
+                let r: ResizeParams = params(p)?;
+                let req = v1::ResizeExecRequest {
+                    exec_id: r.exec_id,
+                    size: Some(v1::TtySize {
+                        rows: r.rows,
+                        cols: r.cols,
+                    }),
+                };
+                self.client()?.resize_exec(req).await?;
+                ok()
+            }
+            other => {
+                return Err(Failure::new(
+                    ErrorCode::UnknownMethod,
+                    format!("unknown method {other:?}"),
+                ));
+            }
+        };
+        Ok(Some(result))
+    }
+
+    /// `box.exec`: queues the reply, then streams the exec's events.
+    async fn exec(self: Arc<Self>, req: &Request) -> Result<(), Failure> {
+        let e: ExecParams = params(&req.params)?;
+        let start = v1::ExecStart {
+            box_name: e.name,
+            command: e.command,
+            args: e.args.unwrap_or_default(),
+            env: e.env.unwrap_or_default(),
+            working_dir: e.working_dir.unwrap_or_default(),
+            timeout_ms: e.timeout_ms.unwrap_or(0),
+            stdin: e.interactive.unwrap_or(false),
+            tty: e.tty.unwrap_or(false),
+            tty_size: None,
+            detach: false,
+        };
+        let mut client = self.client()?;
+        let exec = ExecStream::start(&mut client, start).await?;
+        let exec_id = exec.exec_id().to_owned();
+        self.execs
+            .lock()
+            .expect("exec table")
+            .insert(exec_id.clone(), (exec.input(), None));
+        // The reply goes into the queue before any event of this exec.
+        self.send(frame::reply(
+            &req.id,
+            json!({"execId": exec_id, "launchMs": exec.launch_ms()}),
+        ))
+        .await;
+        let driver = self.clone();
+        let id = exec_id.clone();
+        let task = tokio::spawn(async move { driver.stream_events(id, exec).await });
+        if let Some(entry) = self.execs.lock().expect("exec table").get_mut(&exec_id) {
+            entry.1 = Some(task);
+        }
+        Ok(())
+    }
+
+    async fn stream_events(self: Arc<Self>, exec_id: String, mut exec: ExecStream) {
+        let (mut out_enc, mut err_enc) = (OutputEncoder::default(), OutputEncoder::default());
+        let exit = loop {
+            match exec.next().await {
+                Ok(Some(ExecEvent::Stdout(b))) => {
+                    self.output(&exec_id, "stdout", out_enc.push(&b)).await
+                }
+                Ok(Some(ExecEvent::Stderr(b))) => {
+                    self.output(&exec_id, "stderr", err_enc.push(&b)).await
+                }
+                Ok(Some(ExecEvent::Exit(e))) => break Ok(e),
+                Ok(None) => break Err("the exec stream ended without an exit".to_owned()),
+                Err(s) => break Err(s.message().to_owned()),
+            }
+        };
+        self.output(&exec_id, "stdout", out_enc.finish().into_iter().collect())
+            .await;
+        self.output(&exec_id, "stderr", err_enc.finish().into_iter().collect())
+            .await;
+        let mut frame = json!({"type": "exit", "execId": exec_id, "exitCode": null});
+        match exit {
+            Ok(e) => {
+                frame["exitCode"] = json!(e.code);
+                if let Some(sig) = e.signal {
+                    frame["signal"] = json!(sig);
+                }
+                if !e.error.is_empty() {
+                    frame["errorMessage"] = json!(e.error);
+                }
+                if e.timed_out {
+                    frame["timedOut"] = json!(true);
+                }
+            }
+            Err(msg) => frame["errorMessage"] = json!(msg),
+        }
+        self.send(frame).await;
+        self.execs.lock().expect("exec table").remove(&exec_id);
+    }
+
+    async fn output(&self, exec_id: &str, stream: &str, payloads: Vec<Payload>) {
+        for p in payloads {
+            let mut frame = json!({"type": "output", "execId": exec_id, "stream": stream});
+            match p {
+                Payload::Text(t) => frame["data"] = json!(t),
+                Payload::Base64(b) => frame["dataBase64"] = json!(b),
+            }
+            self.send(frame).await;
+        }
+    }
+
+    /// Kills the execs this driver started and lets them report their exit
+    /// (briefly); boxd reaps whatever is left when the streams close.
+    async fn end_execs(&self) {
+        let execs: Vec<OwnExec> = self
+            .execs
+            .lock()
+            .expect("exec table")
+            .drain()
+            .map(|(_, v)| v)
+            .collect();
+        let mut tasks = Vec::new();
+        for (input, task) in execs {
+            let _ = input.signal("SIGKILL").await;
+            tasks.extend(task);
+        }
+        for mut t in tasks {
+            if tokio::time::timeout(EXIT_GRACE, &mut t).await.is_err() {
+                t.abort();
+            }
+        }
+    }
+}

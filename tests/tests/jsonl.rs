@@ -1,0 +1,277 @@
+//! `boxctl jsonl` end to end: the envelope on stdio against a real boxd.
+
+use base64::Engine as _;
+use boxd_tests::*;
+use serde_json::{Value, json};
+
+fn image() -> String {
+    busybox().to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_session_from_describe_to_shutdown() {
+    let d = Daemon::start();
+    let mut j = Jsonl::start(&d.socket);
+    let transport = j.next();
+    assert_eq!(transport["type"], "transport", "the first frame");
+    assert_eq!(transport["servicePid"], d.pid());
+    assert_ne!(transport["servicePid"], transport["bridgePid"]);
+
+    let describe = j.call(1, "host.describe", json!({}));
+    assert!(
+        describe["result"]["protocol"]
+            .as_str()
+            .unwrap()
+            .ends_with("+jsonl-v1")
+    );
+    assert_eq!(describe["result"]["isolation"], "namespace");
+    assert_eq!(describe["result"]["pid"], d.pid());
+
+    let created = j.call(2, "box.create", json!({"name": "j", "image": image()}));
+    assert_eq!(created["result"]["created"], true, "{created}");
+    let reused = j.call(
+        3,
+        "box.create",
+        json!({"name": "j", "image": image(), "cpus": 2}),
+    );
+    assert_eq!(reused["result"]["created"], false);
+    assert!(
+        reused["result"]["warnings"]
+            .as_array()
+            .is_some_and(|w| !w.is_empty())
+    );
+    let started = j.call(4, "box.start", json!({"name": "j"}));
+    assert!(started["result"]["bootMs"].is_u64(), "{started}");
+
+    let script = "echo hi; printf '\\377\\376' >&2; exit 3";
+    j.request(
+        5.into(),
+        "box.exec",
+        json!({"name": "j", "command": "sh", "args": ["-c", script]}),
+    );
+    let reply = j.reply(&5.into());
+    let exec_id = reply["result"]["execId"].as_str().unwrap().to_owned();
+    let exit = j.exit_of(&exec_id);
+    assert_eq!(exit["exitCode"], 3);
+    // Every event of the exec came after its reply and before its exit.
+    let at = |f: &Value| j.seen.iter().position(|x| x == f).unwrap();
+    let (reply_at, exit_at) = (at(&reply), at(&exit));
+    let events: Vec<(usize, &Value)> = j
+        .seen
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f["execId"] == exec_id.as_str())
+        .collect();
+    for (i, f) in &events {
+        assert!(*i > reply_at && *i <= exit_at, "{f} out of order");
+    }
+    let stdout: String = events
+        .iter()
+        .filter(|(_, f)| f["stream"] == "stdout")
+        .map(|(_, f)| f["data"].as_str().unwrap())
+        .collect();
+    assert_eq!(stdout, "hi\n");
+    let stderr: Vec<u8> = events
+        .iter()
+        .filter(|(_, f)| f["stream"] == "stderr")
+        .flat_map(|(_, f)| {
+            base64::engine::general_purpose::STANDARD
+                .decode(f["dataBase64"].as_str().unwrap())
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(stderr, [0xff, 0xfe], "invalid UTF-8 travels as base64");
+
+    let list = j.call(6, "box.list", json!({}));
+    assert_eq!(list["result"][0]["name"], "j");
+    assert_eq!(list["result"][0]["state"], "running");
+    assert_eq!(
+        j.call(7, "box.remove", json!({"name": "j", "force": true}))["result"]["ok"],
+        true
+    );
+    assert_eq!(j.call(8, "shutdown", json!({}))["result"]["ok"], true);
+    let (status, seen) = j.close();
+    assert!(status.success());
+    assert!(
+        seen.iter()
+            .any(|f| f["type"] == "boxState" && f["state"] == "removed")
+    );
+}
+
+#[test]
+fn stdin_kill_and_end_of_input() {
+    let d = Daemon::start();
+    let mut j = Jsonl::start(&d.socket);
+    j.call(1, "box.create", json!({"name": "s", "image": image()}));
+    j.call(2, "box.start", json!({"name": "s"}));
+    let r = j.call(
+        3,
+        "box.exec",
+        json!({"name": "s", "command": "cat", "interactive": true}),
+    );
+    let cat = r["result"]["execId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        j.call(
+            4,
+            "exec.stdin",
+            json!({"execId": cat, "data": "abc", "dataBase64": "AAE="})
+        )["result"]["ok"],
+        true
+    );
+    j.call(5, "exec.stdin", json!({"execId": cat, "close": true}));
+    assert_eq!(j.exit_of(&cat)["exitCode"], 0);
+    let out: Vec<Value> = j
+        .seen
+        .iter()
+        .filter(|f| f["execId"] == cat.as_str() && f["type"] == "output")
+        .cloned()
+        .collect();
+    let bytes: Vec<u8> = out
+        .iter()
+        .flat_map(|f| match f["data"].as_str() {
+            Some(t) => t.as_bytes().to_vec(),
+            None => base64::engine::general_purpose::STANDARD
+                .decode(f["dataBase64"].as_str().unwrap())
+                .unwrap(),
+        })
+        .collect();
+    assert_eq!(bytes, b"abc\x00\x01");
+
+    let r = j.call(
+        6,
+        "box.exec",
+        json!({"name": "s", "command": "sleep", "args": ["1000"]}),
+    );
+    let sleep = r["result"]["execId"].as_str().unwrap().to_owned();
+    j.call(
+        7,
+        "exec.kill",
+        json!({"execId": sleep, "signal": "SIGTERM"}),
+    );
+    assert_eq!(j.exit_of(&sleep)["signal"], 15);
+
+    // End of input ends the driver; its execs are killed, the box stays.
+    let r = j.call(
+        8,
+        "box.exec",
+        json!({"name": "s", "command": "sleep", "args": ["1000"]}),
+    );
+    let last = r["result"]["execId"].as_str().unwrap().to_owned();
+    let (status, seen) = j.close();
+    assert!(status.success());
+    assert!(
+        seen.iter()
+            .any(|f| f["type"] == "exit" && f["execId"] == last.as_str()),
+        "its exec was ended"
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = d.client().await;
+        let boxes = c
+            .list_boxes(v1::ListBoxesRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .boxes;
+        assert_eq!(boxes.len(), 1, "boxes outlive the driver");
+        let execs = c
+            .list_execs(v1::ListExecsRequest::default())
+            .await
+            .unwrap()
+            .into_inner()
+            .execs;
+        assert!(execs.iter().all(|e| e.exec_id != last), "{execs:?}");
+    });
+}
+
+#[test]
+fn bad_input_gets_error_frames_and_the_driver_keeps_serving() {
+    let d = Daemon::start();
+    let mut j = Jsonl::start(&d.socket);
+    j.next(); // transport
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (b"not json\n".to_vec(), "parse_error"),
+        (b"\xff\xfe\n".to_vec(), "parse_error"),
+        (b"[1,2]\n".to_vec(), "invalid_request"),
+        (br#"{"method":"box.list"}"#.to_vec(), "invalid_request"),
+        (
+            br#"{"id":-3,"method":"box.list"}"#.to_vec(),
+            "invalid_request",
+        ),
+        (
+            br#"{"id":{},"method":"box.list"}"#.to_vec(),
+            "invalid_request",
+        ),
+    ];
+    for (line, code) in cases {
+        let mut line = line;
+        if line.last() != Some(&b'\n') {
+            line.push(b'\n');
+        }
+        j.write(&line);
+        let f = j.next();
+        assert_eq!(
+            (f["id"].clone(), f["error"]["code"].as_str()),
+            (Value::Null, Some(code)),
+            "{:?}",
+            String::from_utf8_lossy(&line)
+        );
+    }
+    let with_id = [
+        (json!({"id": "a", "method": "box.nope"}), "unknown_method"),
+        (
+            json!({"id": "b", "method": "box.list", "extra": 1}),
+            "invalid_request",
+        ),
+        (
+            json!({"id": "c", "method": "box.start", "params": {"name": "x", "bogus": true}}),
+            "invalid_params",
+        ),
+        (
+            json!({"id": "d", "method": "box.start", "params": {"name": 5}}),
+            "invalid_params",
+        ),
+        (
+            json!({"id": "e", "method": "box.start", "params": {"name": "nope"}}),
+            "not_found",
+        ),
+        (
+            json!({"id": "f", "method": "box.create", "params": {"name": "../x", "image": "/tmp"}}),
+            "invalid_params",
+        ),
+        (
+            json!({"id": 9, "method": "exec.stdin", "params": {"execId": "zz", "data": "x"}}),
+            "not_found",
+        ),
+    ];
+    for (req, code) in with_id {
+        j.write(format!("{req}\n").as_bytes());
+        let f = j.reply(&req["id"]);
+        assert_eq!(f["error"]["code"], code, "{req} -> {f}");
+    }
+    // A line over 4 MiB is refused, and the next request is answered.
+    let mut huge = vec![b' '; (4 << 20) + 1];
+    huge.push(b'\n');
+    j.write(&huge);
+    let f = j.next();
+    assert_eq!(
+        (f["id"].clone(), f["error"]["code"].as_str()),
+        (Value::Null, Some("too_large"))
+    );
+    assert!(j.call(10, "box.list", json!({}))["result"].is_array());
+    let (status, _) = j.close();
+    assert!(status.success());
+}
+
+#[test]
+fn without_a_daemon_every_method_is_unavailable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Jsonl::start(&dir.path().join("none.sock"));
+    let t = j.next();
+    assert_eq!(t["type"], "transport");
+    assert!(t["servicePid"].is_null());
+    let f = j.call(1, "host.describe", json!({}));
+    assert_eq!(f["error"]["code"], "unavailable");
+    let (status, _) = j.close();
+    assert!(status.success());
+}
