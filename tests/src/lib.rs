@@ -337,7 +337,7 @@ impl Jsonl {
     }
 
     /// The next frame (panics after 30 s of silence).
-    pub fn next(&mut self) -> serde_json::Value {
+    pub fn next_frame(&mut self) -> serde_json::Value {
         let f = self
             .frames
             .recv_timeout(Duration::from_secs(30))
@@ -349,7 +349,7 @@ impl Jsonl {
     /// Reads frames until the reply (or error) for `id`.
     pub fn reply(&mut self, id: &serde_json::Value) -> serde_json::Value {
         loop {
-            let f = self.next();
+            let f = self.next_frame();
             if f.get("id") == Some(id) {
                 return f;
             }
@@ -365,7 +365,7 @@ impl Jsonl {
     /// Reads frames until the `exit` event of `exec_id`.
     pub fn exit_of(&mut self, exec_id: &str) -> serde_json::Value {
         loop {
-            let f = self.next();
+            let f = self.next_frame();
             if f["type"] == "exit" && f["execId"] == exec_id {
                 return f;
             }

@@ -12,7 +12,7 @@ fn image() -> String {
 fn a_session_from_describe_to_shutdown() {
     let d = Daemon::start();
     let mut j = Jsonl::start(&d.socket);
-    let transport = j.next();
+    let transport = j.next_frame();
     assert_eq!(transport["type"], "transport", "the first frame");
     assert_eq!(transport["servicePid"], d.pid());
     assert_ne!(transport["servicePid"], transport["bridgePid"]);
@@ -188,7 +188,7 @@ fn stdin_kill_and_end_of_input() {
 fn bad_input_gets_error_frames_and_the_driver_keeps_serving() {
     let d = Daemon::start();
     let mut j = Jsonl::start(&d.socket);
-    j.next(); // transport
+    j.next_frame(); // transport
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (b"not json\n".to_vec(), "parse_error"),
         (b"\xff\xfe\n".to_vec(), "parse_error"),
@@ -209,7 +209,7 @@ fn bad_input_gets_error_frames_and_the_driver_keeps_serving() {
             line.push(b'\n');
         }
         j.write(&line);
-        let f = j.next();
+        let f = j.next_frame();
         assert_eq!(
             (f["id"].clone(), f["error"]["code"].as_str()),
             (Value::Null, Some(code)),
@@ -253,7 +253,7 @@ fn bad_input_gets_error_frames_and_the_driver_keeps_serving() {
     let mut huge = vec![b' '; (4 << 20) + 1];
     huge.push(b'\n');
     j.write(&huge);
-    let f = j.next();
+    let f = j.next_frame();
     assert_eq!(
         (f["id"].clone(), f["error"]["code"].as_str()),
         (Value::Null, Some("too_large"))
@@ -267,7 +267,7 @@ fn bad_input_gets_error_frames_and_the_driver_keeps_serving() {
 fn without_a_daemon_every_method_is_unavailable() {
     let dir = tempfile::tempdir().unwrap();
     let mut j = Jsonl::start(&dir.path().join("none.sock"));
-    let t = j.next();
+    let t = j.next_frame();
     assert_eq!(t["type"], "transport");
     assert!(t["servicePid"].is_null());
     let f = j.call(1, "host.describe", json!({}));
