@@ -285,12 +285,26 @@ pub struct Jsonl {
 }
 
 impl Jsonl {
-    /// Starts `boxctl jsonl` against `socket` (it need not answer).
+    /// Starts the driver against `socket` (it need not answer): `boxctl
+    /// jsonl`, or the command in `JSONL_DRIVER` (split on whitespace), so the
+    /// conformance suite can be pointed at any implementation of the
+    /// envelope. The socket is passed as `BOXD_SOCKET`.
     pub fn start(socket: &std::path::Path) -> Jsonl {
-        let mut child = Command::new(bin("boxctl"))
-            .arg("--socket")
-            .arg(socket)
-            .arg("jsonl")
+        let mut cmd = match std::env::var("JSONL_DRIVER") {
+            Ok(line) if !line.trim().is_empty() => {
+                let mut words = line.split_whitespace();
+                let mut c = Command::new(words.next().expect("a command"));
+                c.args(words);
+                c
+            }
+            _ => {
+                let mut c = Command::new(bin("boxctl"));
+                c.arg("jsonl");
+                c
+            }
+        };
+        let mut child = cmd
+            .env("BOXD_SOCKET", socket)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -362,8 +376,12 @@ impl Jsonl {
         self.reply(&id.into())
     }
 
-    /// Reads frames until the `exit` event of `exec_id`.
+    /// The `exit` event of `exec_id`, read already or read now.
     pub fn exit_of(&mut self, exec_id: &str) -> serde_json::Value {
+        let is_exit = |f: &serde_json::Value| f["type"] == "exit" && f["execId"] == exec_id;
+        if let Some(f) = self.seen.iter().find(|f| is_exit(f)) {
+            return f.clone();
+        }
         loop {
             let f = self.next_frame();
             if f["type"] == "exit" && f["execId"] == exec_id {

@@ -275,3 +275,156 @@ fn without_a_daemon_every_method_is_unavailable() {
     let (status, _) = j.close();
     assert!(status.success());
 }
+
+#[test]
+fn requests_are_dispatched_concurrently() {
+    let d = Daemon::start();
+    let mut j = Jsonl::start(&d.socket);
+    for (i, name) in ["slow", "fast"].iter().enumerate() {
+        j.call(
+            i as u64 * 2 + 1,
+            "box.create",
+            json!({"name": name, "image": image()}),
+        );
+        j.call(i as u64 * 2 + 2, "box.start", json!({"name": name}));
+    }
+    // A process that ignores SIGTERM makes a graceful stop take its whole
+    // grace period.
+    let r = j.call(5, "box.exec", json!({"name": "slow", "command": "sh", "args": ["-c", "trap '' TERM; echo ready; sleep 100"]}));
+    let stubborn = r["result"]["execId"].as_str().unwrap().to_owned();
+    loop {
+        let f = j.next_frame();
+        if f["execId"] == stubborn.as_str() && f["type"] == "output" {
+            break;
+        }
+    }
+    let r = j.call(
+        6,
+        "box.exec",
+        json!({"name": "fast", "command": "cat", "interactive": true}),
+    );
+    let cat = r["result"]["execId"].as_str().unwrap().to_owned();
+    j.request(7.into(), "box.stop", json!({"name": "slow"}));
+    j.request(
+        8.into(),
+        "box.create",
+        json!({"name": "third", "image": image()}),
+    );
+    j.request(
+        9.into(),
+        "exec.stdin",
+        json!({"execId": cat, "data": "x", "close": true}),
+    );
+    let mut order = Vec::new();
+    while order.len() < 3 {
+        let f = j.next_frame();
+        if let Some(id) = f["id"].as_u64() {
+            order.push(id);
+        }
+    }
+    assert_eq!(
+        order[0], 9,
+        "exec.stdin was answered before the slow stop and the create: {order:?}"
+    );
+    assert_eq!(
+        *order.last().unwrap(),
+        7,
+        "the graceful stop came last: {order:?}"
+    );
+}
+
+#[test]
+fn a_16_mib_burst_is_split_into_frames_within_the_bound() {
+    let d = Daemon::start();
+    let mut j = Jsonl::start(&d.socket);
+    j.call(1, "box.create", json!({"name": "b", "image": image()}));
+    j.call(2, "box.start", json!({"name": "b"}));
+    let n = 16 << 20;
+    let r = j.call(3, "box.exec", json!({"name": "b", "command": "sh", "args": ["-c", format!("head -c {n} /dev/zero | tr '\\0' a")]}));
+    let id = r["result"]["execId"].as_str().unwrap().to_owned();
+    let exit = j.exit_of(&id);
+    assert_eq!(exit["exitCode"], 0);
+    let frames: Vec<&Value> = j
+        .seen
+        .iter()
+        .filter(|f| f["execId"] == id.as_str() && f["type"] == "output")
+        .collect();
+    let total: usize = frames
+        .iter()
+        .map(|f| f["data"].as_str().unwrap().len())
+        .sum();
+    assert_eq!(total, n);
+    for f in &frames {
+        assert!(f.to_string().len() <= 16 << 20, "a frame over 16 MiB");
+    }
+}
+
+#[test]
+fn a_flood_of_ten_thousand_requests_and_duplicate_ids() {
+    let d = Daemon::start();
+    let mut j = Jsonl::start(&d.socket);
+    j.next_frame(); // transport
+    let mut batch = Vec::new();
+    for i in 0..10_000u64 {
+        batch.extend_from_slice(format!("{{\"id\":{i},\"method\":\"box.list\"}}\n").as_bytes());
+    }
+    j.write(&batch);
+    let mut answered = std::collections::HashSet::new();
+    while answered.len() < 10_000 {
+        let f = j.next_frame();
+        if let Some(id) = f["id"].as_u64() {
+            assert!(f["result"].is_array(), "{f}");
+            assert!(answered.insert(id), "id {id} answered twice");
+        }
+    }
+    // The same id twice: each request gets its own reply.
+    j.request("dup".into(), "box.list", json!({}));
+    j.request("dup".into(), "host.describe", json!({}));
+    let a = j.reply(&"dup".into());
+    let b = j.reply(&"dup".into());
+    assert!(a["result"].is_array() != b["result"].is_array(), "{a} {b}");
+}
+
+#[test]
+fn interleaved_execs_keep_their_streams_apart() {
+    let d = Daemon::start();
+    let mut j = Jsonl::start(&d.socket);
+    j.call(1, "box.create", json!({"name": "i", "image": image()}));
+    j.call(2, "box.start", json!({"name": "i"}));
+    let mut ids = Vec::new();
+    for k in 0..8u64 {
+        let r = j.call(
+            10 + k,
+            "box.exec",
+            json!({"name": "i", "command": "cat", "interactive": true}),
+        );
+        ids.push(r["result"]["execId"].as_str().unwrap().to_owned());
+    }
+    for round in 0..5 {
+        for (k, id) in ids.iter().enumerate() {
+            j.call(
+                100 + round * 8 + k as u64,
+                "exec.stdin",
+                json!({"execId": id, "data": format!("{k}:{round};")}),
+            );
+        }
+    }
+    for (k, id) in ids.iter().enumerate() {
+        j.call(
+            200 + k as u64,
+            "exec.stdin",
+            json!({"execId": id, "close": true}),
+        );
+    }
+    for (k, id) in ids.iter().enumerate() {
+        assert_eq!(j.exit_of(id)["exitCode"], 0);
+        let text: String = j
+            .seen
+            .iter()
+            .filter(|f| f["execId"] == id.as_str() && f["type"] == "output")
+            .map(|f| f["data"].as_str().unwrap().to_owned())
+            .collect();
+        let want: String = (0..5).map(|r| format!("{k}:{r};")).collect();
+        assert_eq!(text, want);
+    }
+}
