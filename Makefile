@@ -3,7 +3,7 @@ CARGO ?= cargo
 BIN := target/debug
 BOXCTL := $(BIN)/boxctl
 
-.PHONY: all deps build demo test bench lint fmt clean
+.PHONY: all deps build demo test bench fuzz lint fmt clean
 
 all: build
 
@@ -32,6 +32,16 @@ test: build
 bench: deps
 	$(CARGO) build --release --workspace --bins
 	$(CARGO) bench --workspace --bench boxd
+
+# Fuzz the JSONL line reader/request parser and the output encoder
+# (cargo-fuzz on the stable toolchain; FUZZ_SECONDS per target).
+FUZZ_SECONDS ?= 300
+fuzz:
+	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd fuzz && for t in jsonl_request jsonl_output; do \
+	  mkdir -p corpus/$$t && \
+	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run -O $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \
+	done
 
 lint:
 	$(CARGO) fmt --all --check

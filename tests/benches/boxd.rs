@@ -175,6 +175,68 @@ fn main() {
         summarize("start (bwrap up, init running)", start),
     ];
 
+    // The JSONL driver against the gRPC client it wraps, in the same run.
+    let jsonl_iters = iters.min(500);
+    let mut grpc_describe = Vec::new();
+    for _ in 0..jsonl_iters {
+        let t = Instant::now();
+        rt.block_on(c.describe(v1::DescribeRequest {})).unwrap();
+        grpc_describe.push(t.elapsed());
+    }
+    let mut j = Jsonl::start(&d.socket);
+    j.next_frame(); // transport
+    let mut jsonl_describe = Vec::new();
+    for i in 0..jsonl_iters as u64 {
+        let t = Instant::now();
+        let r = j.call(i, "host.describe", serde_json::json!({}));
+        jsonl_describe.push(t.elapsed());
+        assert!(r["result"].is_object());
+    }
+    let text_bytes = bytes.min(256 << 20);
+    let text_script = format!("head -c {text_bytes} /dev/zero | tr '\\0' a");
+    let t = Instant::now();
+    let got = rt.block_on(async {
+        let req = start_req("bench", &["sh", "-c", &text_script]);
+        let mut exec = ExecStream::start(&mut c, req).await.unwrap();
+        let mut n = 0u64;
+        loop {
+            match exec.next().await.unwrap() {
+                Some(ExecEvent::Stdout(b)) => n += b.len() as u64,
+                Some(ExecEvent::Exit(_)) => break n,
+                _ => {}
+            }
+        }
+    });
+    let grpc_text = t.elapsed();
+    assert_eq!(got, text_bytes);
+    let t = Instant::now();
+    let r = j.call(
+        1 << 40,
+        "box.exec",
+        serde_json::json!({"name": "bench", "command": "sh", "args": ["-c", text_script]}),
+    );
+    let id = r["result"]["execId"].as_str().unwrap().to_owned();
+    let mut n = 0u64;
+    loop {
+        let f = j.next_frame();
+        j.seen.clear();
+        if f["execId"] != id.as_str() {
+            continue;
+        }
+        if f["type"] == "exit" {
+            break;
+        }
+        n += f["data"].as_str().map_or(0, |d| d.len() as u64);
+    }
+    let jsonl_text = t.elapsed();
+    assert_eq!(n, text_bytes);
+    j.seen.clear();
+    let (gd, jd) = (
+        summarize("gRPC client, `Describe`", grpc_describe),
+        summarize("`boxctl jsonl`, `host.describe`", jsonl_describe),
+    );
+    let text_mib = text_bytes as f64 / (1 << 20) as f64;
+
     let base = rows[0].p50.as_secs_f64();
     println!("\n## exec round trip of `true` ({iters} runs each)\n");
     println!("| path | p50 ms | p99 ms | p50 vs bubblewrap |");
@@ -208,4 +270,27 @@ fn main() {
     for r in &lifecycle {
         println!("| {} | {} | {} |", r.what, ms(r.p50), ms(r.p99));
     }
+    println!(
+        "\n## JSONL driver vs the gRPC client ({jsonl_iters} round trips; {text_mib:.0} MiB of text output)\n"
+    );
+    println!("| what | gRPC client | `boxctl jsonl` | ratio |");
+    println!("| --- | ---: | ---: | ---: |");
+    println!(
+        "| describe round trip p50 ms | {} | {} | {:.2}x |",
+        ms(gd.p50),
+        ms(jd.p50),
+        jd.p50.as_secs_f64() / gd.p50.as_secs_f64()
+    );
+    println!(
+        "| describe round trip p99 ms | {} | {} | {:.2}x |",
+        ms(gd.p99),
+        ms(jd.p99),
+        jd.p99.as_secs_f64() / gd.p99.as_secs_f64()
+    );
+    println!(
+        "| output throughput MiB/s | {:.0} | {:.0} | {:.2}x |",
+        text_mib / grpc_text.as_secs_f64(),
+        text_mib / jsonl_text.as_secs_f64(),
+        grpc_text.as_secs_f64() / jsonl_text.as_secs_f64()
+    );
 }
