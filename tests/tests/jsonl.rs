@@ -428,3 +428,43 @@ fn interleaved_execs_keep_their_streams_apart() {
         assert_eq!(text, want);
     }
 }
+
+#[test]
+fn tty_resize_and_stop() {
+    let d = Daemon::start();
+    let mut j = Jsonl::start(&d.socket);
+    j.call(1, "box.create", json!({"name": "t", "image": image()}));
+    j.call(2, "box.start", json!({"name": "t"}));
+    let script = "read go; stty size";
+    let r = j.call(3, "box.exec", json!({"name": "t", "command": "sh", "args": ["-c", script], "tty": true, "interactive": true}));
+    let id = r["result"]["execId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        j.call(
+            4,
+            "exec.resize",
+            json!({"execId": id, "rows": 50, "cols": 120})
+        )["result"]["ok"],
+        true
+    );
+    j.call(5, "exec.stdin", json!({"execId": id, "data": "go\n"}));
+    assert_eq!(j.exit_of(&id)["exitCode"], 0);
+    let text: String = j
+        .seen
+        .iter()
+        .filter(|f| f["execId"] == id.as_str() && f["type"] == "output")
+        .filter_map(|f| f["data"].as_str().map(str::to_owned))
+        .collect();
+    assert!(text.contains("50 120"), "{text:?}");
+    let bad = j.call(
+        6,
+        "exec.resize",
+        json!({"execId": id, "rows": 0, "cols": 0}),
+    );
+    assert!(bad["error"]["code"].is_string(), "{bad}");
+    assert_eq!(
+        j.call(7, "box.stop", json!({"name": "t", "force": true}))["result"]["ok"],
+        true
+    );
+    let list = j.call(8, "box.list", json!({}));
+    assert_eq!(list["result"][0]["state"], "stopped");
+}

@@ -296,6 +296,18 @@ mod tests {
         }
 
         #[test]
+        fn any_request_round_trips(
+            id in prop_oneof![any::<u64>().prop_map(Value::from), "\\PC{0,20}".prop_map(Value::from)],
+            method in "\\PC{1,20}",
+            params in proptest::collection::btree_map("[a-zA-Z]{1,8}", "\\PC{0,20}", 0..5),
+        ) {
+            let params: Map<String, Value> = params.into_iter().map(|(k, v)| (k, Value::from(v))).collect();
+            let line = serde_json::json!({"id": id, "method": method, "params": params}).to_string();
+            let r = parse_request(line.as_bytes()).unwrap();
+            prop_assert_eq!(r, Request { id, method, params: Value::Object(params) });
+        }
+
+        #[test]
         fn string_ids_are_echoed(id in "\\PC{0,40}", method in "[a-z.]{1,20}") {
             let line = serde_json::json!({"id": id, "method": method}).to_string();
             let r = parse_request(line.as_bytes()).unwrap();
