@@ -249,6 +249,12 @@ fn bad_input_gets_error_frames_and_the_driver_keeps_serving() {
         let f = j.reply(&req["id"]);
         assert_eq!(f["error"]["code"], code, "{req} -> {f}");
     }
+    j.call(11, "box.create", json!({"name": "idle", "image": image()}));
+    let f = j.call(12, "box.exec", json!({"name": "idle", "command": "true"}));
+    assert_eq!(
+        f["error"]["code"], "failed_precondition",
+        "exec in a box that is not running: {f}"
+    );
     // A line over 4 MiB is refused, and the next request is answered.
     let mut huge = vec![b' '; (4 << 20) + 1];
     huge.push(b'\n');
@@ -467,4 +473,28 @@ fn tty_resize_and_stop() {
     );
     let list = j.call(8, "box.list", json!({}));
     assert_eq!(list["result"][0]["state"], "stopped");
+}
+
+#[test]
+fn a_truncated_last_line_is_still_answered() {
+    let d = Daemon::start();
+    let mut j = Jsonl::start(&d.socket);
+    j.next_frame(); // transport
+    j.write(br#"{"id":"t","method":"box.list"}"#);
+    let (status, seen) = j.close();
+    assert!(status.success());
+    assert!(
+        seen.iter()
+            .any(|f| f["id"] == "t" && f["result"].is_array()),
+        "{seen:?}"
+    );
+    // A line cut in the middle of its JSON is a parse error, not a crash.
+    let mut j = Jsonl::start(&d.socket);
+    j.write(br#"{"id":"u","meth"#);
+    let (status, seen) = j.close();
+    assert!(status.success());
+    assert!(
+        seen.iter().any(|f| f["error"]["code"] == "parse_error"),
+        "{seen:?}"
+    );
 }
