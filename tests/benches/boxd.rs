@@ -36,6 +36,21 @@ fn summarize(what: &str, mut samples: Vec<Duration>) -> Row {
     }
 }
 
+/// Runs `sh -c SCRIPT` in the bench box and counts its stdout bytes.
+async fn stdout_bytes(c: &mut Client, script: &str) -> u64 {
+    let mut exec = ExecStream::start(c, start_req("bench", &["sh", "-c", script]))
+        .await
+        .unwrap();
+    let mut n = 0u64;
+    loop {
+        match exec.next().await.unwrap() {
+            Some(ExecEvent::Stdout(b)) => n += b.len() as u64,
+            Some(ExecEvent::Exit(_)) => return n,
+            _ => {}
+        }
+    }
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64() * 1000.0)
 }
@@ -111,19 +126,7 @@ fn main() {
     // Throughput: 1 GiB of zeros through `cat` in the box vs a host pipe.
     let script = format!("head -c {bytes} /dev/zero | cat");
     let t = Instant::now();
-    let out = rt.block_on(async {
-        let mut exec = ExecStream::start(&mut c, start_req("bench", &["sh", "-c", &script]))
-            .await
-            .unwrap();
-        let mut n = 0u64;
-        loop {
-            match exec.next().await.unwrap() {
-                Some(ExecEvent::Stdout(b)) => n += b.len() as u64,
-                Some(ExecEvent::Exit(_)) => break n,
-                _ => {}
-            }
-        }
-    });
+    let out = rt.block_on(stdout_bytes(&mut c, &script));
     let boxd_tp = t.elapsed();
     assert_eq!(out, bytes);
     let t = Instant::now();
@@ -195,18 +198,7 @@ fn main() {
     let text_bytes = bytes.min(256 << 20);
     let text_script = format!("head -c {text_bytes} /dev/zero | tr '\\0' a");
     let t = Instant::now();
-    let got = rt.block_on(async {
-        let req = start_req("bench", &["sh", "-c", &text_script]);
-        let mut exec = ExecStream::start(&mut c, req).await.unwrap();
-        let mut n = 0u64;
-        loop {
-            match exec.next().await.unwrap() {
-                Some(ExecEvent::Stdout(b)) => n += b.len() as u64,
-                Some(ExecEvent::Exit(_)) => break n,
-                _ => {}
-            }
-        }
-    });
+    let got = rt.block_on(stdout_bytes(&mut c, &text_script));
     let grpc_text = t.elapsed();
     assert_eq!(got, text_bytes);
     let t = Instant::now();

@@ -105,6 +105,20 @@ mod tests {
         out
     }
 
+    /// `data` cut at the given offsets (taken modulo its length, sorted).
+    fn cut(data: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
+        cuts.sort();
+        let mut chunks = Vec::new();
+        let mut at = 0;
+        for c in cuts {
+            chunks.push(data[at..c].to_vec());
+            at = c;
+        }
+        chunks.push(data[at..].to_vec());
+        chunks
+    }
+
     fn joined(payloads: &[Payload]) -> Vec<u8> {
         payloads.iter().flat_map(Payload::bytes).collect()
     }
@@ -162,13 +176,7 @@ mod tests {
     proptest! {
         #[test]
         fn any_chunking_round_trips(data in proptest::collection::vec(any::<u8>(), 0..4096), cuts in proptest::collection::vec(0usize..4096, 0..16)) {
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (data.len() + 1)).collect();
-            cuts.sort();
-            let mut chunks = Vec::new();
-            let mut at = 0;
-            for c in cuts { chunks.push(data[at..c.max(at)].to_vec()); at = c.max(at); }
-            chunks.push(data[at..].to_vec());
-            let out = encode_all(&chunks);
+            let out = encode_all(&cut(&data, &cuts));
             prop_assert_eq!(joined(&out), data);
             for p in &out {
                 if let Payload::Text(t) = p { prop_assert!(!t.is_empty()); }
@@ -178,13 +186,7 @@ mod tests {
         #[test]
         fn text_in_any_chunking_is_never_base64(text in "\\PC{0,300}", cuts in proptest::collection::vec(0usize..1200, 0..8)) {
             let data = text.as_bytes();
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (data.len() + 1)).collect();
-            cuts.sort();
-            let mut chunks = Vec::new();
-            let mut at = 0;
-            for c in cuts { chunks.push(data[at..c.max(at)].to_vec()); at = c.max(at); }
-            chunks.push(data[at..].to_vec());
-            let out = encode_all(&chunks);
+            let out = encode_all(&cut(data, &cuts));
             prop_assert!(out.iter().all(|p| matches!(p, Payload::Text(_))), "{:?}", out);
             prop_assert_eq!(joined(&out), data.to_vec());
         }
