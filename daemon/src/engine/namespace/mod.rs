@@ -18,7 +18,7 @@ mod sandbox;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
@@ -34,7 +34,13 @@ pub struct NamespaceEngine {
     info: EngineInfo,
     bwrap: PathBuf,
     images: ImageStore,
-    running: Mutex<HashMap<String, Sandbox>>,
+    running: Mutex<HashMap<String, Running>>,
+}
+
+/// A started box and the image defaults its execs use.
+struct Running {
+    sandbox: Sandbox,
+    config: Arc<ImageConfig>,
 }
 
 impl NamespaceEngine {
@@ -81,12 +87,17 @@ impl NamespaceEngine {
         self
     }
 
-    fn sandbox_pid(&self, id: &str) -> Result<(i32, bool)> {
+    /// The running box to join, and its image's defaults.
+    fn target(&self, id: &str) -> Result<(nsexec::Target, Arc<ImageConfig>)> {
         let running = self.running.lock().expect("sandbox table");
-        let sb = running
+        let r = running
             .get(id)
             .ok_or_else(|| Error::FailedPrecondition("the box is not running".into()))?;
-        Ok((sb.pid, sb.shares_host_net))
+        let target = nsexec::Target {
+            pid: r.sandbox.pid,
+            join_net: !r.sandbox.shares_host_net,
+        };
+        Ok((target, r.config.clone()))
     }
 }
 
@@ -173,11 +184,21 @@ impl Engine for NamespaceEngine {
         {
             return Ok(());
         }
-        let sb = Sandbox::start(&self.bwrap, record, &rootfs(record)).await?;
+        // The image's env and working directory, read once per start rather
+        // than on every exec.
+        let config: ImageConfig = std::fs::read(image_config_path(record))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let sandbox = Sandbox::start(&self.bwrap, record, &rootfs(record)).await?;
+        let running = Running {
+            sandbox,
+            config: Arc::new(config),
+        };
         self.running
             .lock()
             .expect("sandbox table")
-            .insert(record.id.clone(), sb);
+            .insert(record.id.clone(), running);
         Ok(())
     }
 
@@ -187,8 +208,8 @@ impl Engine for NamespaceEngine {
             .lock()
             .expect("sandbox table")
             .remove(&record.id);
-        if let Some(sb) = sb {
-            sb.stop(force).await;
+        if let Some(r) = sb {
+            r.sandbox.stop(force).await;
         }
         Ok(())
     }
@@ -212,11 +233,7 @@ impl Engine for NamespaceEngine {
     }
 
     async fn exec(&self, record: &BoxRecord, spec: ExecSpec) -> Result<Process> {
-        let (pid, host_net) = self.sandbox_pid(&record.id)?;
-        let config: ImageConfig = std::fs::read(image_config_path(record))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
+        let (target, config) = self.target(&record.id)?;
         let mut env = config.env.clone();
         for (k, v) in spec.env {
             env.retain(|(key, _)| *key != k);
@@ -227,13 +244,10 @@ impl Engine for NamespaceEngine {
         }
         let working_dir = Some(spec.working_dir.clone())
             .filter(|d| !d.is_empty())
-            .or(config.working_dir.filter(|d| !d.is_empty()))
+            .or(config.working_dir.clone().filter(|d| !d.is_empty()))
             .unwrap_or_else(|| "/".into());
         nsexec::spawn(
-            nsexec::Target {
-                pid,
-                join_net: !host_net,
-            },
+            target,
             &spec.command,
             &spec.args,
             env,
@@ -250,7 +264,7 @@ impl Engine for NamespaceEngine {
             .lock()
             .expect("sandbox table")
             .drain()
-            .map(|(_, s)| s)
+            .map(|(_, r)| r.sandbox)
             .collect();
         for sb in all {
             sb.stop(true).await;
