@@ -1,10 +1,9 @@
 //! `boxctl daemon start|stop|status`.
 
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use boxd_client::v1;
+use boxd_client::{spawn, v1};
 use clap::Subcommand;
 
 use crate::{Ctx, Failure, output};
@@ -108,84 +107,30 @@ async fn describe(ctx: &Ctx) -> Result<v1::DescribeResponse, Failure> {
         .into_inner())
 }
 
-pub fn boxd_binary(explicit: Option<PathBuf>) -> PathBuf {
-    explicit
-        .or_else(|| {
-            let sibling = std::env::current_exe().ok()?.with_file_name("boxd");
-            sibling.is_file().then_some(sibling)
-        })
-        .unwrap_or_else(|| PathBuf::from("boxd"))
-}
-
 async fn start(ctx: &Ctx, boxd: Option<PathBuf>, args: Vec<String>) -> Result<u8, Failure> {
-    if let Ok(d) = describe(ctx).await {
-        if !ctx.json {
-            println!("boxd is already running (pid {})", d.pid);
+    let bin = spawn::boxd_binary(boxd);
+    let running = spawn::ensure_running(&ctx.paths, &bin, &args)
+        .await
+        .map_err(|e| Failure {
+            code: 1,
+            message: e.to_string(),
+        })?;
+    let d = running.describe;
+    match (running.origin, ctx.json) {
+        (spawn::Origin::AlreadyRunning, false) => {
+            println!("boxd is already running (pid {})", d.pid)
         }
-        return Ok(0);
-    }
-    let logs = ctx.paths.home.join("logs");
-    std::fs::create_dir_all(&logs).map_err(|e| Failure {
-        code: 1,
-        message: format!("create {}: {e}", logs.display()),
-    })?;
-    let stderr_path = logs.join("boxd.stderr");
-    let stderr = std::fs::File::create(&stderr_path).map_err(|e| Failure {
-        code: 1,
-        message: format!("create {}: {e}", stderr_path.display()),
-    })?;
-    let bin = boxd_binary(boxd);
-    let mut cmd = std::process::Command::new(&bin);
-    cmd.arg("--socket")
-        .arg(&ctx.paths.socket)
-        .arg("--home")
-        .arg(&ctx.paths.home)
-        .args(&args);
-    cmd.stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(stderr);
-    // Detach from this terminal's session so the daemon outlives it.
-    cmd.process_group(0);
-    let mut child = cmd.spawn().map_err(|e| Failure {
-        code: 1,
-        message: format!("cannot run {}: {e}", bin.display()),
-    })?;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < deadline {
-        if let Ok(d) = describe(ctx).await {
-            if ctx.json {
-                println!(
-                    "{}",
-                    serde_json::json!({"started": true, "daemon": output::describe_json(&d)})
-                );
-            } else {
-                println!(
-                    "boxd {} started (pid {}) on {}",
-                    d.daemon_version, d.pid, d.socket
-                );
-            }
-            return Ok(0);
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            let last = err
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .to_owned();
-            return Err(Failure {
-                code: 1,
-                message: format!("boxd exited ({status}): {last}"),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    Err(Failure {
-        code: 1,
-        message: format!(
-            "boxd did not answer within 15 s; see {}",
-            stderr_path.display()
+        (spawn::Origin::Started, false) => println!(
+            "boxd {} started (pid {}) on {}",
+            d.daemon_version, d.pid, d.socket
         ),
-    })
+        (origin, true) => println!(
+            "{}",
+            serde_json::json!({
+                "started": origin == spawn::Origin::Started,
+                "daemon": output::describe_json(&d),
+            })
+        ),
+    }
+    Ok(0)
 }

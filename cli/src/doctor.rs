@@ -3,10 +3,10 @@
 
 use serde_json::{Value, json};
 
-use crate::{Ctx, Failure, daemon};
+use crate::{Ctx, Failure};
 
 pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
-    let boxd = daemon::boxd_binary(None);
+    let boxd = boxd_client::spawn::boxd_binary(None);
     let out = std::process::Command::new(&boxd)
         .arg("--socket")
         .arg(&ctx.paths.socket)

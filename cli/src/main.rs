@@ -13,7 +13,7 @@ mod output;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use boxd_client::{Client, Paths, tonic::Status, v1};
+use boxd_client::{Client, Paths, spec, tonic::Status, v1};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
@@ -130,6 +130,12 @@ impl Failure {
             code: 2,
             message: message.into(),
         }
+    }
+}
+
+impl From<spec::SpecError> for Failure {
+    fn from(e: spec::SpecError) -> Failure {
+        Failure::usage(e.to_string())
     }
 }
 
@@ -313,18 +319,19 @@ pub fn box_spec(
     env: &[String],
     workdir: Option<&str>,
 ) -> Result<v1::BoxSpec, Failure> {
-    let mut mounts = Vec::new();
-    for m in &flags.mounts {
-        mounts.push(parse_mount(m)?);
-    }
+    let mounts = flags
+        .mounts
+        .iter()
+        .map(|m| spec::parse_mount(m))
+        .collect::<Result<_, _>>()?;
     Ok(v1::BoxSpec {
-        image: image_arg(&flags.image),
+        image: spec::image_arg(&flags.image),
         cpus: flags.cpus,
         memory_mib: flags.memory_mib,
         disk_size_gb: flags.disk_gb,
         mounts,
         allow_net: flags.allow_net.clone(),
-        env: parse_env(env)?,
+        env: spec::parse_env(env)?,
         working_dir: workdir.unwrap_or_default().to_owned(),
     })
 }
@@ -342,89 +349,9 @@ pub async fn create(
     .into_inner())
 }
 
-/// A local OCI layout is an existing directory given as an absolute path or
-/// one starting with `.`; it is sent as an absolute path. Anything else is a
-/// registry reference.
-pub fn image_arg(image: &str) -> String {
-    let p = std::path::Path::new(image);
-    if (p.is_absolute() || image.starts_with('.'))
-        && p.is_dir()
-        && let Ok(abs) = p.canonicalize()
-    {
-        return abs.to_string_lossy().into_owned();
-    }
-    image.to_owned()
-}
-
-/// `HOST:GUEST[:ro|:rw]`; the host side may be relative to the current directory.
-pub fn parse_mount(s: &str) -> Result<v1::Mount, Failure> {
-    let parts: Vec<&str> = s.split(':').collect();
-    let (host, guest, read_only) = match parts.as_slice() {
-        [h, g] => (*h, *g, false),
-        [h, g, "ro"] => (*h, *g, true),
-        [h, g, "rw"] => (*h, *g, false),
-        _ => {
-            return Err(Failure::usage(format!(
-                "invalid mount {s:?}: use HOST:GUEST[:ro]"
-            )));
-        }
-    };
-    if host.is_empty() || guest.is_empty() {
-        return Err(Failure::usage(format!(
-            "invalid mount {s:?}: use HOST:GUEST[:ro]"
-        )));
-    }
-    let host =
-        std::path::absolute(host).map_err(|e| Failure::usage(format!("mount {host:?}: {e}")))?;
-    Ok(v1::Mount {
-        host_path: host.to_string_lossy().into_owned(),
-        guest_path: guest.to_owned(),
-        read_only,
-    })
-}
-
-pub fn parse_env(vars: &[String]) -> Result<std::collections::HashMap<String, String>, Failure> {
-    vars.iter()
-        .map(|kv| match kv.split_once('=') {
-            Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-            _ => Err(Failure::usage(format!(
-                "invalid environment variable {kv:?}: use K=V"
-            ))),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mounts_parse() {
-        let m = parse_mount("/a:/b:ro").unwrap();
-        assert_eq!(
-            (m.host_path.as_str(), m.guest_path.as_str(), m.read_only),
-            ("/a", "/b", true)
-        );
-        assert!(!parse_mount("/a:/b").unwrap().read_only);
-        for bad in ["/a", "/a:/b:rx", ":/b", "/a:", "a:b:c:d"] {
-            assert!(parse_mount(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn env_parses() {
-        let e = parse_env(&["A=1".into(), "B=x=y".into(), "C=".into()]).unwrap();
-        assert_eq!(e["B"], "x=y");
-        assert_eq!(e["C"], "");
-        assert!(parse_env(&["=v".into()]).is_err());
-        assert!(parse_env(&["novalue".into()]).is_err());
-    }
-
-    #[test]
-    fn registry_refs_stay_as_they_are() {
-        assert_eq!(image_arg("alpine:3.20"), "alpine:3.20");
-        assert_eq!(image_arg("./does-not-exist"), "./does-not-exist");
-    }
 
     #[test]
     fn cli_is_well_formed() {

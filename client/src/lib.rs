@@ -4,11 +4,17 @@
 //!   environment (`BOXD_SOCKET`, `BOXD_HOME`) and the platform's per-user
 //!   directories, identically for the daemon and every client.
 //! - [`connect`] opens a gRPC channel over the Unix socket.
-//! - [`ExecStream`] drives the bidirectional `Exec` call.
+//! - [`ExecStream`] drives the bidirectional `Exec` call; [`stdio`] attaches
+//!   one to this process's own stdio.
+//! - [`spawn`] starts the daemon on demand; [`spec`] reads box specs from
+//!   command-line words.
 
 mod exec;
 pub mod jsonl;
 mod paths;
+pub mod spawn;
+pub mod spec;
+pub mod stdio;
 
 pub use boxd_proto::{bytes, tonic, v1};
 pub use exec::{ExecEvent, ExecInput, ExecStream};

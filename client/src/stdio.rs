@@ -1,0 +1,188 @@
+//! Attaching an exec to this process's own stdin, stdout and stderr: the
+//! one pump behind `boxctl exec`, `boxctl run` and `harness-box-exec`.
+//!
+//! Stdout carries the command's stdout and nothing else; the command's
+//! stderr goes to stderr; stdin EOF closes the command's stdin; SIGINT,
+//! SIGTERM and SIGHUP are forwarded to the command (SIGWINCH becomes a
+//! resize on a TTY); a closed stdout sends the command SIGPIPE.
+
+use std::io::{IsTerminal, Read, Write};
+
+use boxd_proto::tonic::Status;
+use boxd_proto::v1;
+
+use crate::{ExecEvent, ExecInput, ExecStream};
+
+/// Exit code when the command could not be started or its exit is unknown.
+pub const EXEC_FAILED: u8 = 125;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Attach {
+    /// Stream this process's stdin to the command.
+    pub stdin: bool,
+    /// The command runs on a TTY: put ours in raw mode, forward resizes.
+    pub tty: bool,
+}
+
+/// Pumps stdio until the command exits and returns its exit.
+pub async fn attach(mut exec: ExecStream, how: Attach) -> Result<v1::ExecExit, Status> {
+    let input = exec.input();
+    let _raw = RawMode::enter(how.tty && std::io::stdin().is_terminal());
+    if how.stdin {
+        pump_stdin(input.clone());
+    }
+    forward_signals(input.clone(), how.tty);
+    let mut stdout = std::io::stdout();
+    let mut stderr = std::io::stderr();
+    loop {
+        match exec.next().await? {
+            Some(ExecEvent::Stdout(b)) => {
+                if stdout.write_all(&b).and_then(|_| stdout.flush()).is_err() {
+                    // Our reader went away (e.g. `| head`); stop the command.
+                    let _ = input.signal("SIGPIPE").await;
+                }
+            }
+            Some(ExecEvent::Stderr(b)) => {
+                let _ = stderr.write_all(&b);
+            }
+            Some(ExecEvent::Exit(exit)) => return Ok(exit),
+            None => return Err(Status::unavailable("boxd ended the exec without an exit")),
+        }
+    }
+}
+
+/// The command's exit code, 128+N for signal N, [`EXEC_FAILED`] for an
+/// engine error without a code.
+pub fn exit_code(exit: &v1::ExecExit) -> u8 {
+    match (exit.code, exit.signal) {
+        (Some(c), _) => c.clamp(0, 255) as u8,
+        (None, Some(s)) => (128 + s).clamp(0, 255) as u8,
+        (None, None) => EXEC_FAILED,
+    }
+}
+
+/// Reads stdin on a plain thread (a blocked read must never keep the process
+/// from exiting) and sends it on, closing the command's stdin at EOF.
+fn pump_stdin(input: ExecInput) {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Option<Vec<u8>>>(4);
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    let _ = tx.blocking_send(None);
+                    return;
+                }
+                Ok(n) => {
+                    if tx.blocking_send(Some(buf[..n].to_vec())).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    tokio::spawn(async move {
+        while let Some(chunk) = rx.recv().await {
+            let sent = match chunk {
+                Some(data) => input.stdin(data).await,
+                None => {
+                    let _ = input.close_stdin().await;
+                    return;
+                }
+            };
+            if sent.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+fn forward_signals(input: ExecInput, tty: bool) {
+    use tokio::signal::unix::{SignalKind, signal};
+    for (kind, name) in [
+        (SignalKind::interrupt(), "SIGINT"),
+        (SignalKind::terminate(), "SIGTERM"),
+        (SignalKind::hangup(), "SIGHUP"),
+    ] {
+        let input = input.clone();
+        if let Ok(mut s) = signal(kind) {
+            tokio::spawn(async move {
+                while s.recv().await.is_some() {
+                    let _ = input.signal(name).await;
+                }
+            });
+        }
+    }
+    if tty && let Ok(mut s) = signal(SignalKind::window_change()) {
+        tokio::spawn(async move {
+            while s.recv().await.is_some() {
+                if let Some(size) = terminal_size() {
+                    let _ = input.resize(size.rows, size.cols).await;
+                }
+            }
+        });
+    }
+}
+
+/// This terminal's size, if stdout is one.
+pub fn terminal_size() -> Option<v1::TtySize> {
+    // SAFETY: an all-zero winsize is a valid value.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes a winsize into a valid pointer.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+    (ok && ws.ws_row > 0).then(|| v1::TtySize {
+        rows: ws.ws_row.into(),
+        cols: ws.ws_col.into(),
+    })
+}
+
+/// Puts stdin's terminal in raw mode; restores it when dropped.
+struct RawMode(Option<libc::termios>);
+
+impl RawMode {
+    fn enter(on: bool) -> RawMode {
+        if !on {
+            return RawMode(None);
+        }
+        // SAFETY: an all-zero termios is a valid buffer for tcgetattr.
+        let mut saved: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: tcgetattr/cfmakeraw/tcsetattr on stdin with valid pointers.
+        unsafe {
+            if libc::tcgetattr(libc::STDIN_FILENO, &mut saved) != 0 {
+                return RawMode(None);
+            }
+            let mut raw = saved;
+            libc::cfmakeraw(&mut raw);
+            libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &raw);
+        }
+        RawMode(Some(saved))
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.0 {
+            // SAFETY: restores the attributes read in `enter`.
+            unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, saved) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes() {
+        let e = |code, signal| v1::ExecExit {
+            code,
+            signal,
+            ..Default::default()
+        };
+        assert_eq!(exit_code(&e(Some(3), None)), 3);
+        assert_eq!(exit_code(&e(None, Some(9))), 137);
+        assert_eq!(exit_code(&e(None, None)), EXEC_FAILED);
+        assert_eq!(exit_code(&e(Some(127), None)), 127);
+    }
+}
