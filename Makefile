@@ -3,7 +3,7 @@ CARGO ?= cargo
 BIN := target/debug
 BOXCTL := $(BIN)/boxctl
 
-.PHONY: all deps build demo test bench fuzz lint fmt clean
+.PHONY: all deps build demo node-image run-pi test bench fuzz lint fmt clean
 
 all: build
 
@@ -19,6 +19,17 @@ demo: build
 	$(BOXCTL) daemon start && \
 	$(BOXCTL) run demo --image "$$image" -- uname -a && \
 	echo "boxd keeps running: try '$(BOXCTL) ls', '$(BOXCTL) exec -it demo -- sh', '$(BOXCTL) daemon stop'"
+
+# A Node-capable OCI image layout from registry packages alone (Debian
+# trixie minbase + Node 24 from the npm registry); cached, prints its path.
+node-image: deps
+	@scripts/node-image.sh
+
+# The BoxLite "Run Pi" guide, reproduced through boxd: a Node box boots, pi
+# installs from npm, answers, and takes one prompt (from a fake model server
+# on loopback: no API key); prints the timings against the guide's.
+run-pi: build
+	@scripts/run-pi.sh
 
 # The BoxLite runtime (from the PyPI wheel, cached) is needed by the tests
 # that open a real BoxLite runtime.

@@ -16,6 +16,10 @@ have cp || need+=(coreutils)
 have protoc || need+=(protobuf-compiler)
 have python3 || need+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+# The Node image (scripts/node-image.sh) and the ACP tests.
+have debootstrap || need+=(debootstrap)
+have node || need+=(nodejs)
+have npm || need+=(npm)
 
 if ! have cargo; then
   echo "cargo is missing: install Rust from https://rustup.rs (rustup, stable toolchain)" >&2

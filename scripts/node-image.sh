@@ -8,7 +8,7 @@
 # by the hash of this script (which pins every version), and built in a
 # temporary directory that is renamed into place, so an interrupted build
 # leaves nothing behind and concurrent builds are safe.
-# Needs root (debootstrap); installs debootstrap from apt when missing.
+# Needs root (debootstrap); scripts/install-deps.sh installs debootstrap and npm.
 set -eu
 
 SUITE=trixie
@@ -30,11 +30,7 @@ fi
 
 say() { echo "node-image: $*" >&2; }
 [ "$(id -u)" = 0 ] || { say "debootstrap needs root; run as root (or sudo)"; exit 1; }
-command -v debootstrap >/dev/null || {
-  say "installing debootstrap"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >&2
-}
-command -v npm >/dev/null || { say "npm is needed to fetch node and npm from the npm registry"; exit 1; }
+command -v debootstrap >/dev/null && command -v npm >/dev/null || "$here/install-deps.sh"
 
 mkdir -p "$cache"
 work=$(mktemp -d "$cache/.node-build-XXXXXX")

@@ -2,6 +2,7 @@
 //! busybox test image, and small helpers to run commands through the client
 //! library and through `boxctl`.
 
+pub mod agent;
 pub mod image;
 
 use std::path::PathBuf;
@@ -127,6 +128,14 @@ impl Daemon {
     /// A `boxctl` command aimed at this daemon.
     pub fn boxctl(&self) -> Command {
         let mut cmd = Command::new(bin("boxctl"));
+        cmd.env("BOXD_SOCKET", &self.socket)
+            .env("BOXD_HOME", &self.home);
+        cmd
+    }
+
+    /// A `harness-box-exec` command aimed at this daemon.
+    pub fn proxy(&self) -> Command {
+        let mut cmd = Command::new(bin("harness-box-exec"));
         cmd.env("BOXD_SOCKET", &self.socket)
             .env("BOXD_HOME", &self.home);
         cmd
