@@ -28,7 +28,8 @@ node-image: deps
 # The BoxLite "Run Pi" guide, reproduced through boxd: a Node box boots, pi
 # installs from npm, answers, and takes one prompt (from a fake model server
 # on loopback: no API key); prints the timings against the guide's.
-run-pi: build
+run-pi: deps
+	$(CARGO) build --release --workspace --bins
 	@scripts/run-pi.sh
 
 # The BoxLite runtime (from the PyPI wheel, cached) is needed by the tests
