@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The cost of a box on this host: N boxes from the Node image on a fresh
+# daemon (release build, its own temporary home): create and start time per
+# box, disk per box, memory per idle running box, and the daemon's own.
+# usage: scripts/box-cost.sh [N]   (default 10)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-10}
+B=target/release/boxctl
+image=$(scripts/node-image.sh)
+export BOXD_HOME
+BOXD_HOME=$(mktemp -d /tmp/boxd-cost-XXXXXX)
+unset BOXD_SOCKET
+trap '"$B" daemon stop >/dev/null 2>&1 || true; rm -rf "$BOXD_HOME"' EXIT
+"$B" daemon start >/dev/null
+# The first create unpacks the image into the cache; not counted below.
+"$B" create warm --image "$image" >/dev/null 2>&1
+"$B" rm warm >/dev/null
+now() { date +%s.%N; }
+t=$(now)
+for i in $(seq "$N"); do "$B" create "c$i" --image "$image" >/dev/null 2>&1; done
+created=$(now)
+for i in $(seq "$N"); do "$B" start "c$i" >/dev/null; done
+started=$(now)
+sleep 1
+# Every process of every box: bwrap, its children and theirs (the init), once each.
+pids=$(pgrep -f "bwrap .*$BOXD_HOME/boxes/" || true)
+all=$pids
+for _ in 1 2; do
+  for p in $pids; do all="$all $(pgrep -P "$p" || true)"; done
+  pids=$(echo $all | tr ' ' '\n' | sort -u); all=$pids
+done
+rss_kib=0
+for p in $all; do
+  r=$(awk '/VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || true)
+  rss_kib=$((rss_kib + ${r:-0}))
+done
+daemon_pid=$("$B" --json daemon status | sed -n 's/.*"pid":\([0-9]*\).*/\1/p')
+awk -v n="$N" -v t="$t" -v c="$created" -v s="$started" \
+    -v disk="$(du -sm "$BOXD_HOME/boxes" | cut -f1)" -v img="$(du -sm "$BOXD_HOME/images" | cut -f1)" \
+    -v rss="$rss_kib" -v procs="$(echo $all | wc -w)" -v drss="$(awk '/VmRSS/ {print $2}' "/proc/$daemon_pid/status")" 'BEGIN {
+  printf "| %d boxes from the Node image (namespace engine) | per box |\n| --- | ---: |\n", n
+  printf "| create (copy of the unpacked image) | %.2f s |\n", (c - t) / n
+  printf "| start | %.0f ms |\n", (s - c) * 1000 / n
+  printf "| disk (writable layer) | %.0f MB (image cache, shared: %d MB) |\n", disk / n, img
+  printf "| memory, idle running box (%d processes: bwrap + init) | %.1f MB RSS |\n", procs / n, rss / 1024 / n
+  printf "| the daemon itself, with %d boxes running | %.1f MB RSS |\n", n, drss / 1024
+}'
