@@ -15,8 +15,10 @@ SUITE=trixie
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 NODE_VERSION=24.22.3
 NPM_VERSION=11.21.2
-# A fixed time for every file in the layer, so rebuilding gives the same bytes
-# wherever the inputs are the same.
+# A fixed mtime, sorted entries and numeric owners, so the same root
+# filesystem always gives the same layer. (Debian's package versions within
+# the suite follow the mirror, and dpkg writes its own dates, so two builds
+# on different days may differ; Node and npm are pinned exactly.)
 EPOCH=1700000000
 
 here=$(cd "$(dirname "$0")" && pwd)

@@ -1,6 +1,6 @@
 //! `make bench`: boxd against the nearest direct alternative, in one run.
 //!
-//! - exec round trip of `true` (p50, p99): through `boxctl`, through the
+//! - exec round trip of `true` (p50, p99): through `boxctl`, `harness-box-exec`, through the
 //!   client library, and bubblewrap running `true` directly on the same
 //!   root filesystem;
 //! - stdout throughput: 1 GiB through `cat` in a box, against the same bytes
@@ -94,6 +94,19 @@ fn main() {
         cli.push(t.elapsed());
         assert!(st.success());
     }
+    // What an agent host pays per launch on a warm box: connect, reuse,
+    // start (a no-op), exec with stdio attached.
+    let mut proxy = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let t = Instant::now();
+        let st = d
+            .proxy()
+            .args(["--quiet", "--box", "bench", "--", "true"])
+            .status()
+            .unwrap();
+        proxy.push(t.elapsed());
+        assert!(st.success());
+    }
     let mut direct = Vec::with_capacity(iters);
     for _ in 0..iters {
         let t = Instant::now();
@@ -121,6 +134,10 @@ fn main() {
         summarize("bubblewrap directly (new sandbox per run)", direct),
         summarize("boxd, client library (one connection)", lib),
         summarize("boxd, `boxctl exec` (new process and connection)", cli),
+        summarize(
+            "boxd, `harness-box-exec` on a warm box (new process)",
+            proxy,
+        ),
     ];
 
     // Throughput: 1 GiB of zeros through `cat` in the box vs a host pipe.
