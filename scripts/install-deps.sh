@@ -20,6 +20,12 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 have debootstrap || need+=(debootstrap)
 have node || need+=(nodejs)
 have npm || need+=(npm)
+# The image tests: a real registry on loopback, pushed to with skopeo
+# (htpasswd for the authenticated one); umoci for the pull benchmark.
+[ -x /usr/bin/docker-registry ] || need+=(docker-registry)
+have skopeo || need+=(skopeo)
+have htpasswd || need+=(apache2-utils)
+have umoci || need+=(umoci)
 
 if ! have cargo; then
   echo "cargo is missing: install Rust from https://rustup.rs (rustup, stable toolchain)" >&2

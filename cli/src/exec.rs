@@ -60,7 +60,7 @@ pub async fn exec(ctx: &Ctx, args: ExecArgs) -> Result<u8, Failure> {
 pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<u8, Failure> {
     let mut client = ctx.client().await.map_err(exec_failure)?;
     let spec = crate::box_spec(&args.box_flags, &[], None).map_err(exec_failure)?;
-    let created = crate::create(&mut client, &args.name, spec)
+    let created = crate::create(&mut client, &args.name, spec, false)
         .await
         .map_err(exec_failure)?;
     for w in &created.warnings {

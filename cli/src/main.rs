@@ -8,6 +8,7 @@
 mod daemon;
 mod doctor;
 mod exec;
+mod image;
 mod output;
 
 use std::path::PathBuf;
@@ -71,6 +72,11 @@ enum Command {
     Exec(exec::ExecArgs),
     /// Create or reuse a box, start it and run a command in it.
     Run(exec::RunArgs),
+    /// Pull, list, inspect, remove, prune and import images.
+    Image {
+        #[command(subcommand)]
+        action: image::Action,
+    },
     /// Follow box state changes.
     Events,
     /// Check what this host can run and what is missing, with fixes.
@@ -215,7 +221,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
         Command::Create(args) => {
             let mut c = ctx.client().await?;
             let spec = box_spec(&args.flags, &args.env, args.workdir.as_deref())?;
-            let reply = create(&mut c, &args.name, spec).await?;
+            let reply = create(&mut c, &args.name, spec, ctx.json).await?;
             output::created(ctx, &reply);
             Ok(0)
         }
@@ -272,6 +278,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
         }
         Command::Exec(args) => exec::exec(ctx, args).await,
         Command::Run(args) => exec::run(ctx, args).await,
+        Command::Image { action } => image::run(ctx, action).await,
         Command::Events => {
             let mut stream = ctx
                 .client()
@@ -336,11 +343,15 @@ pub fn box_spec(
     })
 }
 
+/// Creates (or reuses) a box, pulling its image first, with progress, when
+/// the daemon does not have it.
 pub async fn create(
     c: &mut Client,
     name: &str,
     spec: v1::BoxSpec,
+    json: bool,
 ) -> Result<v1::CreateBoxResponse, Failure> {
+    image::ensure(c, &spec.image, json).await?;
     Ok(c.create_box(v1::CreateBoxRequest {
         name: name.to_owned(),
         spec: Some(spec),

@@ -68,6 +68,11 @@ impl From<crate::image::ImageError> for Error {
                 Error::InvalidArgument(e.to_string())
             }
             ImageError::Io { .. } => Error::Internal(e.to_string()),
+            ImageError::BadReference { .. } => Error::InvalidArgument(e.to_string()),
+            ImageError::NotFound(m) => Error::NotFound(m),
+            ImageError::Denied(m) => Error::FailedPrecondition(m),
+            ImageError::Registry(m) => Error::Engine(m),
+            ImageError::InUse(m) => Error::FailedPrecondition(m),
         }
     }
 }

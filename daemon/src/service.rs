@@ -374,4 +374,120 @@ impl Boxd for Service {
         }
         Ok(Response::new(v1::ListExecsResponse { execs }))
     }
+
+    type PullImageStream = Stream2<v1::PullImageEvent>;
+
+    async fn pull_image(
+        &self,
+        req: Request<v1::PullImageRequest>,
+    ) -> Result<Response<Self::PullImageStream>, Status> {
+        let reference = validate::image_reference(&req.into_inner().reference)?;
+        let (tx, rx) = mpsc::channel(64);
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let engine = self.registry.engine().clone();
+        // The pull runs to its end even if the client goes away: what it
+        // stored is whole either way, and the next create needs it.
+        tokio::spawn(async move {
+            let progress = crate::image::pull::Progress::new(tx);
+            let _ = done_tx.send(engine.images().pull(&reference, progress).await);
+        });
+        let in_use = self.in_use().await;
+        let last = futures::stream::once(async move {
+            match done_rx.await {
+                Ok(Ok(info)) => Ok(v1::PullImageEvent {
+                    event: Some(v1::pull_image_event::Event::Done(with_users(info, &in_use))),
+                }),
+                Ok(Err(e)) => Err(Status::from(e)),
+                Err(_) => Err(Status::internal("the pull ended without a result")),
+            }
+        });
+        let events = futures::StreamExt::map(ReceiverStream::new(rx), Ok);
+        Ok(Response::new(Box::pin(futures::StreamExt::chain(
+            events, last,
+        ))))
+    }
+
+    async fn list_images(
+        &self,
+        _req: Request<v1::ListImagesRequest>,
+    ) -> Result<Response<v1::ListImagesResponse>, Status> {
+        let in_use = self.in_use().await;
+        let images = self.registry.engine().images().list().await?;
+        Ok(Response::new(v1::ListImagesResponse {
+            images: images.into_iter().map(|i| with_users(i, &in_use)).collect(),
+        }))
+    }
+
+    async fn inspect_image(
+        &self,
+        req: Request<v1::InspectImageRequest>,
+    ) -> Result<Response<v1::ImageInfo>, Status> {
+        let reference = validate::image_reference(&req.into_inner().reference)?;
+        let in_use = self.in_use().await;
+        let info = self.registry.engine().images().inspect(&reference).await?;
+        Ok(Response::new(with_users(info, &in_use)))
+    }
+
+    async fn remove_image(
+        &self,
+        req: Request<v1::RemoveImageRequest>,
+    ) -> Result<Response<v1::RemoveImageResponse>, Status> {
+        let req = req.into_inner();
+        let reference = validate::image_reference(&req.reference)?;
+        let in_use = self.in_use().await;
+        let images = self.registry.engine().images();
+        Ok(Response::new(
+            images.remove(&reference, &in_use, req.force).await?,
+        ))
+    }
+
+    async fn prune_images(
+        &self,
+        _req: Request<v1::PruneImagesRequest>,
+    ) -> Result<Response<v1::PruneImagesResponse>, Status> {
+        let in_use = self.in_use().await;
+        Ok(Response::new(
+            self.registry.engine().images().prune(&in_use).await?,
+        ))
+    }
+
+    async fn import_image(
+        &self,
+        req: Request<v1::ImportImageRequest>,
+    ) -> Result<Response<v1::ImageInfo>, Status> {
+        let req = req.into_inner();
+        let path = validate::import_path(&req.path)?;
+        let reference = (!req.reference.is_empty())
+            .then(|| validate::image_reference(&req.reference))
+            .transpose()?;
+        let info = self
+            .registry
+            .engine()
+            .images()
+            .import(&path, reference.as_deref())
+            .await?;
+        let in_use = self.in_use().await;
+        Ok(Response::new(with_users(info, &in_use)))
+    }
+}
+
+impl Service {
+    /// Which boxes were created from which image (manifest digest).
+    async fn in_use(&self) -> crate::engine::InUse {
+        let mut map = crate::engine::InUse::new();
+        for r in self.registry.list().await {
+            if !r.image_digest.is_empty() {
+                map.entry(r.image_digest.clone())
+                    .or_default()
+                    .push(r.name.clone());
+            }
+        }
+        map
+    }
+}
+
+fn with_users(mut info: v1::ImageInfo, in_use: &crate::engine::InUse) -> v1::ImageInfo {
+    info.used_by = in_use.get(&info.digest).cloned().unwrap_or_default();
+    info.used_by.sort();
+    info
 }

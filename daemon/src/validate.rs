@@ -71,6 +71,38 @@ pub fn host_path(path: &str, state_dir: &Path) -> Result<PathBuf> {
     Ok(canon)
 }
 
+/// An image reference or digest as a client typed it: non-empty, at most
+/// 1 KiB, no whitespace or control characters. Its grammar is checked where
+/// it is parsed (`image::pull::parse_reference`).
+pub fn image_reference(s: &str) -> Result<String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err(Error::InvalidArgument(
+            "an image reference is required".into(),
+        ));
+    }
+    if s.len() > 1024 || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Error::InvalidArgument(format!(
+            "invalid image reference {:?}",
+            truncate(s)
+        )));
+    }
+    Ok(s.to_owned())
+}
+
+/// A file or directory to import: absolute, existing.
+pub fn import_path(path: &str) -> Result<PathBuf> {
+    let p = Path::new(path);
+    if !p.is_absolute() || path.contains('\0') {
+        return Err(Error::InvalidArgument(format!(
+            "the path to import must be absolute: {:?}",
+            truncate(path)
+        )));
+    }
+    p.canonicalize()
+        .map_err(|e| Error::InvalidArgument(format!("{path:?}: {e}")))
+}
+
 /// Guest mount points the engine itself provides.
 pub fn mount_target(guest: &str) -> Result<()> {
     let reserved = ["/", "/proc", "/dev"];

@@ -20,6 +20,8 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use boxd_proto::v1;
+
 use crate::error::Error;
 use crate::registry::BoxRecord;
 
@@ -216,9 +218,40 @@ pub struct Process {
     pub exit: BoxFuture<'static, ExitStatus>,
 }
 
+/// Which boxes use which image: manifest digest → box names.
+pub type InUse = std::collections::HashMap<String, Vec<String>>;
+
+/// The images an engine creates boxes from. `reference` is a registry
+/// reference, or for `inspect`/`remove` also a manifest digest.
+#[async_trait]
+pub trait Images: Send + Sync {
+    async fn pull(
+        &self,
+        reference: &str,
+        progress: crate::image::pull::Progress,
+    ) -> Result<v1::ImageInfo, Error>;
+    async fn list(&self) -> Result<Vec<v1::ImageInfo>, Error>;
+    async fn inspect(&self, reference: &str) -> Result<v1::ImageInfo, Error>;
+    async fn remove(
+        &self,
+        reference: &str,
+        in_use: &InUse,
+        force: bool,
+    ) -> Result<v1::RemoveImageResponse, Error>;
+    async fn prune(&self, in_use: &InUse) -> Result<v1::PruneImagesResponse, Error>;
+    async fn import(
+        &self,
+        path: &std::path::Path,
+        reference: Option<&str>,
+    ) -> Result<v1::ImageInfo, Error>;
+}
+
 #[async_trait]
 pub trait Engine: Send + Sync + 'static {
     fn info(&self) -> &EngineInfo;
+
+    /// The engine's images.
+    fn images(&self) -> &dyn Images;
 
     /// Prepares a new box: resolves its image and makes its writable layer.
     /// The box is not started.

@@ -25,6 +25,7 @@
 //! - exec output arrives as lossily decoded UTF-8 text chunks: it is passed
 //!   on as bytes, but binary output is not byte-exact.
 
+mod images;
 pub mod preflight;
 pub mod runtime_dir;
 
@@ -181,6 +182,10 @@ impl BoxliteEngine {
 impl Engine for BoxliteEngine {
     fn info(&self) -> &EngineInfo {
         &self.info
+    }
+
+    fn images(&self) -> &dyn super::Images {
+        self
     }
 
     async fn create(&self, record: &BoxRecord) -> Result<Created> {

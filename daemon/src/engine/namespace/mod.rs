@@ -22,9 +22,10 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::{Created, Engine, EngineBox, EngineInfo, ExecSpec, Isolation, Process};
+use super::{Created, Engine, EngineBox, EngineInfo, ExecSpec, Images, InUse, Isolation, Process};
 use crate::error::{Error, Result};
-use crate::image::{ImageConfig, ImageStore};
+use crate::image::ImageConfig;
+use crate::image::local::LocalImages;
 use crate::registry::BoxRecord;
 use sandbox::Sandbox;
 
@@ -33,7 +34,7 @@ const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 pub struct NamespaceEngine {
     info: EngineInfo,
     bwrap: PathBuf,
-    images: ImageStore,
+    images: LocalImages,
     running: Mutex<HashMap<String, Running>>,
 }
 
@@ -73,7 +74,7 @@ impl NamespaceEngine {
         Ok(NamespaceEngine {
             info,
             bwrap,
-            images: ImageStore::new(home.join("images")),
+            images: LocalImages::new(home.join("images")),
             running: Mutex::new(HashMap::new()),
         })
     }
@@ -128,16 +129,12 @@ impl Engine for NamespaceEngine {
         &self.info
     }
 
+    fn images(&self) -> &dyn Images {
+        self
+    }
+
     async fn create(&self, record: &BoxRecord) -> Result<Created> {
-        let image_ref = &record.spec.image;
-        let layout = Path::new(image_ref);
-        if !layout.is_absolute() {
-            return Err(Error::Unimplemented(format!(
-                "image {image_ref:?}: the namespace engine does not pull from registries yet; \
-                 pass a local OCI image layout directory (an absolute path)"
-            )));
-        }
-        let image = self.images.load_layout(layout).await?;
+        let image = self.images.for_create(&record.spec.image).await?;
         let target = rootfs(record);
         let out = tokio::process::Command::new("cp")
             .arg("-a")
@@ -289,4 +286,45 @@ async fn remove_tree(dir: &Path) -> Result<()> {
     })
     .await
     .map_err(|e| Error::Internal(e.to_string()))?
+}
+
+/// The namespace engine keeps its own images (`image::local`).
+#[async_trait]
+impl Images for NamespaceEngine {
+    async fn pull(
+        &self,
+        reference: &str,
+        progress: crate::image::pull::Progress,
+    ) -> Result<boxd_proto::v1::ImageInfo> {
+        Ok(self.images.pull(reference, progress).await?)
+    }
+
+    async fn list(&self) -> Result<Vec<boxd_proto::v1::ImageInfo>> {
+        Ok(self.images.list().await)
+    }
+
+    async fn inspect(&self, reference: &str) -> Result<boxd_proto::v1::ImageInfo> {
+        Ok(self.images.inspect(reference).await?)
+    }
+
+    async fn remove(
+        &self,
+        reference: &str,
+        in_use: &InUse,
+        force: bool,
+    ) -> Result<boxd_proto::v1::RemoveImageResponse> {
+        Ok(self.images.remove(reference, in_use, force).await?)
+    }
+
+    async fn prune(&self, in_use: &InUse) -> Result<boxd_proto::v1::PruneImagesResponse> {
+        Ok(self.images.prune(in_use).await?)
+    }
+
+    async fn import(
+        &self,
+        path: &Path,
+        reference: Option<&str>,
+    ) -> Result<boxd_proto::v1::ImageInfo> {
+        Ok(self.images.import(path, reference).await?)
+    }
 }

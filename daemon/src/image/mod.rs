@@ -46,6 +46,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub mod auth;
+mod import;
+pub mod local;
+pub mod pull;
+
 use oci_spec::image::{Descriptor, ImageConfiguration, ImageIndex, ImageManifest, OciLayout};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -55,14 +60,16 @@ use tar::EntryType;
 /// How deep index → index → ... → manifest chains may go.
 const MAX_INDEX_DEPTH: usize = 4;
 /// Largest JSON blob (index, manifest, config) read into memory.
-const MAX_JSON_BLOB: u64 = 16 << 20;
+pub(crate) const MAX_JSON_BLOB: u64 = 16 << 20;
 
-const MEDIA_OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
-const MEDIA_OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-const MEDIA_OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
-const MEDIA_DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
-const MEDIA_DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
-const MEDIA_DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
+pub(crate) const MEDIA_OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+pub(crate) const MEDIA_OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub(crate) const MEDIA_OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
+pub(crate) const MEDIA_DOCKER_LIST: &str =
+    "application/vnd.docker.distribution.manifest.list.v2+json";
+pub(crate) const MEDIA_DOCKER_MANIFEST: &str =
+    "application/vnd.docker.distribution.manifest.v2+json";
+pub(crate) const MEDIA_DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
 
 /// Layer media types this store can unpack (plain or gzip tar).
 const LAYER_MEDIA_TYPES: [&str; 6] = [
@@ -74,7 +81,7 @@ const LAYER_MEDIA_TYPES: [&str; 6] = [
     "application/vnd.docker.image.rootfs.diff.tar",
 ];
 
-const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
+pub(crate) const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
 const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
 const ZSTD_UNSUPPORTED: &str = "zstd layers are not supported yet";
 
@@ -126,6 +133,21 @@ pub enum ImageError {
         #[source]
         source: io::Error,
     },
+    /// Not a valid image reference.
+    #[error("invalid image reference {reference:?}: {reason}")]
+    BadReference { reference: String, reason: String },
+    /// No such image, locally or in the registry.
+    #[error("{0}")]
+    NotFound(String),
+    /// The registry refused the credentials (or asked for some).
+    #[error("{0}")]
+    Denied(String),
+    /// The registry could not be reached or broke off.
+    #[error("{0}")]
+    Registry(String),
+    /// The image is in use and `force` was not given.
+    #[error("{0}")]
+    InUse(String),
 }
 
 impl ImageError {
@@ -231,7 +253,7 @@ impl ImageStore {
 }
 
 /// Runs blocking filesystem work off the async runtime.
-async fn blocking<T, F>(f: F) -> Result<T, ImageError>
+pub(crate) async fn blocking<T, F>(f: F) -> Result<T, ImageError>
 where
     T: Send + 'static,
     F: FnOnce() -> Result<T, ImageError> + Send + 'static,
@@ -243,7 +265,7 @@ where
 
 /// The hex part of a `sha256:<64 lowercase hex>` digest; `None` for anything else
 /// (other algorithms, uppercase, path separators...).
-fn sha256_hex(digest: &str) -> Option<&str> {
+pub(crate) fn sha256_hex(digest: &str) -> Option<&str> {
     let hex = digest.strip_prefix("sha256:")?;
     let ok = hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     ok.then_some(hex)
@@ -474,7 +496,7 @@ fn verify(path: &Path, desc: &Descriptor, size: u64, sha256: &[u8]) -> Result<()
 }
 
 /// Chooses which entry of an index to follow (see the module docs).
-fn pick_manifest<'a>(
+pub(crate) fn pick_manifest<'a>(
     entries: &'a [Descriptor],
     os: &str,
     arch: &str,
@@ -506,7 +528,7 @@ fn pick_manifest<'a>(
 }
 
 /// The OCI name of this host's architecture.
-fn host_arch() -> &'static str {
+pub(crate) fn host_arch() -> &'static str {
     match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",

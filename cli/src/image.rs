@@ -1,0 +1,332 @@
+//! `boxctl image …`, and the pull that `create` and `run` do first when the
+//! daemon has no image for the reference.
+//!
+//! Progress: bars on a terminal (indicatif), one line per step otherwise,
+//! one JSON object per event with `--json`. Progress goes to stderr, except
+//! for `image pull --json`, whose events are its output.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+
+use boxd_client::{Client, tonic::Code, v1};
+use clap::Subcommand;
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+
+use crate::{Ctx, Failure};
+
+#[derive(Subcommand, Debug)]
+pub enum Action {
+    /// Pull an image from a registry (e.g. `alpine:3.20`, `localhost:5000/app@sha256:…`).
+    Pull { reference: String },
+    /// List images.
+    #[command(alias = "list")]
+    Ls,
+    /// Show one image (by reference or digest).
+    Inspect { reference: String },
+    /// Remove a reference; the image goes when nothing names it and no box uses it.
+    #[command(alias = "remove")]
+    Rm {
+        reference: String,
+        /// Remove even if boxes were created from it (they keep their files).
+        #[arg(short, long)]
+        force: bool,
+    },
+    /// Remove every image nothing names and no box uses, and unused layers.
+    Prune,
+    /// Import an OCI image layout directory or a `docker save` tarball.
+    Import {
+        path: std::path::PathBuf,
+        /// The reference to give it [default: the name it carries].
+        #[arg(long)]
+        tag: Option<String>,
+    },
+}
+
+pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
+    let mut c = ctx.client().await?;
+    match action {
+        Action::Pull { reference } => {
+            let where_to = if ctx.json {
+                Show::JsonStdout
+            } else {
+                Show::auto()
+            };
+            let info = pull(&mut c, &reference, where_to).await?;
+            if !ctx.json {
+                println!("{} {}", info.references.join(", "), info.digest);
+            }
+        }
+        Action::Ls => {
+            let images = c
+                .list_images(v1::ListImagesRequest {})
+                .await?
+                .into_inner()
+                .images;
+            if ctx.json {
+                println!("{}", Value::Array(images.iter().map(image_json).collect()));
+            } else {
+                println!(
+                    "{:<50} {:<19} {:>10} {:>6}  USED BY",
+                    "REFERENCE", "DIGEST", "SIZE", "LAYERS"
+                );
+                for i in &images {
+                    let names = if i.references.is_empty() {
+                        vec!["<none>".to_owned()]
+                    } else {
+                        i.references.clone()
+                    };
+                    for r in names {
+                        println!(
+                            "{:<50} {:<19} {:>10} {:>6}  {}",
+                            r,
+                            short(&i.digest),
+                            human(i.size),
+                            i.layers,
+                            i.used_by.join(",")
+                        );
+                    }
+                }
+            }
+        }
+        Action::Inspect { reference } => {
+            let i = c
+                .inspect_image(v1::InspectImageRequest { reference })
+                .await?
+                .into_inner();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&image_json(&i)).unwrap_or_default()
+            );
+        }
+        Action::Rm { reference, force } => {
+            let r = c
+                .remove_image(v1::RemoveImageRequest { reference, force })
+                .await?
+                .into_inner();
+            if ctx.json {
+                println!("{}", json!({"untagged": r.untagged, "deleted": r.deleted}));
+            } else {
+                for u in &r.untagged {
+                    println!("untagged {u}");
+                }
+                for d in &r.deleted {
+                    println!("deleted {d}");
+                }
+            }
+        }
+        Action::Prune => {
+            let r = c
+                .prune_images(v1::PruneImagesRequest {})
+                .await?
+                .into_inner();
+            if ctx.json {
+                println!(
+                    "{}",
+                    json!({"deleted": r.deleted, "reclaimedBytes": r.reclaimed_bytes})
+                );
+            } else {
+                for d in &r.deleted {
+                    println!("deleted {d}");
+                }
+                println!("reclaimed {}", human(r.reclaimed_bytes));
+            }
+        }
+        Action::Import { path, tag } => {
+            let path = std::path::absolute(&path)
+                .map_err(|e| Failure::usage(format!("{}: {e}", path.display())))?;
+            let i = c
+                .import_image(v1::ImportImageRequest {
+                    path: path.to_string_lossy().into_owned(),
+                    reference: tag.unwrap_or_default(),
+                })
+                .await?
+                .into_inner();
+            if ctx.json {
+                println!("{}", image_json(&i));
+            } else {
+                println!("imported {} {}", i.references.join(", "), i.digest);
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// Makes sure the daemon has `image` before a create: a local layout needs
+/// nothing; a reference it already has needs nothing (no registry call);
+/// otherwise it is pulled, with progress on stderr.
+pub async fn ensure(c: &mut Client, image: &str, json: bool) -> Result<(), Failure> {
+    if std::path::Path::new(image).is_absolute() {
+        return Ok(());
+    }
+    match c
+        .inspect_image(v1::InspectImageRequest {
+            reference: image.to_owned(),
+        })
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(s) if s.code() == Code::NotFound => {
+            let show = if json { Show::JsonStderr } else { Show::auto() };
+            pull(c, image, show).await.map(|_| ())
+        }
+        // An engine without image listing still pulls at create.
+        Err(s) if s.code() == Code::Unimplemented => Ok(()),
+        Err(s) => Err(s.into()),
+    }
+}
+
+/// Where progress goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Show {
+    Bars,
+    Lines,
+    JsonStdout,
+    JsonStderr,
+}
+
+impl Show {
+    fn auto() -> Show {
+        if std::io::stderr().is_terminal() {
+            Show::Bars
+        } else {
+            Show::Lines
+        }
+    }
+}
+
+/// Pulls `reference`, showing progress, and returns the image.
+pub async fn pull(c: &mut Client, reference: &str, show: Show) -> Result<v1::ImageInfo, Failure> {
+    use v1::pull_image_event::Event;
+    let mut stream = c
+        .pull_image(v1::PullImageRequest {
+            reference: reference.to_owned(),
+        })
+        .await?
+        .into_inner();
+    let bars = MultiProgress::new();
+    let mut layer_bars: HashMap<String, ProgressBar> = HashMap::new();
+    let style = ProgressStyle::with_template(
+        "{prefix:>19} [{bar:30}] {bytes:>10}/{total_bytes:<10} {bytes_per_sec:>12}",
+    )
+    .expect("valid template")
+    .progress_chars("=> ");
+    while let Some(ev) = stream.message().await? {
+        let Some(event) = ev.event else { continue };
+        match show {
+            Show::JsonStdout => println!("{}", event_json(&event)),
+            Show::JsonStderr => eprintln!("{}", event_json(&event)),
+            _ => {}
+        }
+        match event {
+            Event::Started(s) => {
+                if show == Show::Lines {
+                    let cached = s.layers.iter().filter(|l| l.cached).count();
+                    eprintln!(
+                        "pulling {}: {} layers ({} cached), {} to download",
+                        s.reference,
+                        s.layers.len(),
+                        cached,
+                        human(s.total_bytes)
+                    );
+                }
+                if show == Show::Bars {
+                    for l in &s.layers {
+                        let bar = bars.add(ProgressBar::new(l.size));
+                        bar.set_style(style.clone());
+                        bar.set_prefix(short(&l.digest));
+                        if l.cached {
+                            bar.finish_with_message("cached");
+                        }
+                        layer_bars.insert(l.digest.clone(), bar);
+                    }
+                }
+            }
+            Event::Progress(p) => {
+                if let Some(bar) = layer_bars.get(&p.layer_digest) {
+                    bar.set_position(p.layer_done);
+                }
+            }
+            Event::LayerDone(d) => {
+                if let Some(bar) = layer_bars.get(&d) {
+                    bar.finish();
+                }
+                if show == Show::Lines {
+                    eprintln!("layer {} done", short(&d));
+                }
+            }
+            Event::Unpacking(_) => {
+                if show == Show::Lines {
+                    eprintln!("unpacking");
+                }
+            }
+            Event::Done(info) => {
+                for b in layer_bars.values() {
+                    b.finish();
+                }
+                if show == Show::Lines {
+                    eprintln!("pulled {} ({})", reference, info.digest);
+                }
+                return Ok(info);
+            }
+        }
+    }
+    Err(Failure {
+        code: 1,
+        message: "boxd ended the pull without a result".into(),
+    })
+}
+
+fn event_json(e: &v1::pull_image_event::Event) -> Value {
+    use v1::pull_image_event::Event;
+    match e {
+        Event::Started(s) => {
+            json!({"event": "started", "reference": s.reference, "digest": s.digest,
+            "totalBytes": s.total_bytes,
+            "layers": s.layers.iter().map(|l| json!({"digest": l.digest, "size": l.size, "cached": l.cached})).collect::<Vec<_>>()})
+        }
+        Event::Progress(p) => {
+            json!({"event": "progress", "layer": p.layer_digest, "layerDone": p.layer_done,
+            "layerSize": p.layer_size, "doneBytes": p.done_bytes, "totalBytes": p.total_bytes})
+        }
+        Event::LayerDone(d) => json!({"event": "layerDone", "layer": d}),
+        Event::Unpacking(_) => json!({"event": "unpacking"}),
+        Event::Done(i) => json!({"event": "done", "image": image_json(i)}),
+    }
+}
+
+pub fn image_json(i: &v1::ImageInfo) -> Value {
+    json!({
+        "references": i.references,
+        "digest": i.digest,
+        "repoDigest": i.repo_digest,
+        "size": i.size,
+        "layers": i.layers,
+        "os": i.os,
+        "architecture": i.architecture,
+        "addedAtMs": i.added_at_ms,
+        "usedBy": i.used_by,
+        "env": i.env,
+        "workingDir": i.working_dir,
+        "cmd": i.cmd,
+        "entrypoint": i.entrypoint,
+    })
+}
+
+fn short(digest: &str) -> String {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    format!("sha256:{}", &hex[..hex.len().min(12)])
+}
+
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= (1u64 << 30) as f64 {
+        format!("{:.1} GiB", b / (1u64 << 30) as f64)
+    } else if b >= (1u64 << 20) as f64 {
+        format!("{:.1} MiB", b / (1u64 << 20) as f64)
+    } else if b >= 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}
