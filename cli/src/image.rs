@@ -6,7 +6,7 @@
 //! for `image pull --json`, whose events are its output.
 
 use std::collections::HashMap;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 
 use boxd_client::{Client, tonic::Code, v1};
 use clap::Subcommand;
@@ -214,8 +214,13 @@ pub async fn pull(c: &mut Client, reference: &str, show: Show) -> Result<v1::Ima
     while let Some(ev) = stream.message().await? {
         let Some(event) = ev.event else { continue };
         match show {
-            Show::JsonStdout => println!("{}", event_json(&event)),
-            Show::JsonStderr => eprintln!("{}", event_json(&event)),
+            // A reader that went away must not stop the pull.
+            Show::JsonStdout => {
+                let _ = writeln!(std::io::stdout(), "{}", event_json(&event));
+            }
+            Show::JsonStderr => {
+                let _ = writeln!(std::io::stderr(), "{}", event_json(&event));
+            }
             _ => {}
         }
         match event {

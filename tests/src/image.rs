@@ -260,3 +260,85 @@ fn oci_arch() -> &'static str {
         other => other,
     }
 }
+
+/// An uncompressed layer holding one file.
+pub fn file_layer(path: &str, data: &[u8]) -> Vec<u8> {
+    let mut tar = tar::Builder::new(Vec::new());
+    file_entry(&mut tar, path, 0o644, data);
+    tar.into_inner().expect("finish a layer")
+}
+
+/// The other architecture in a two-platform index.
+pub fn foreign_arch() -> &'static str {
+    if oci_arch() == "arm64" {
+        "amd64"
+    } else {
+        "arm64"
+    }
+}
+
+/// Builds at `dir` a layout whose index lists one image per entry of
+/// `images`: `(architecture, extra layers on top of busybox)`. Returns the
+/// manifest digest of each, in order.
+pub fn layout_with(dir: &Path, images: &[(&str, Vec<Vec<u8>>)]) -> Vec<String> {
+    let _ = fs::remove_dir_all(dir);
+    fs::create_dir_all(dir).unwrap();
+    let base = layer_tar(&find_busybox());
+    let mut descs = Vec::new();
+    let mut digests = Vec::new();
+    for (arch, extra) in images {
+        let mut layers = vec![write_blob(dir, MEDIA_LAYER, &base)];
+        let mut diff_ids = vec![sha256(&base)];
+        for l in extra {
+            layers.push(write_blob(dir, MEDIA_LAYER, l));
+            diff_ids.push(sha256(l));
+        }
+        let config = serde_json::json!({
+            "architecture": arch, "os": "linux",
+            "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"], "Cmd": ["sh"]},
+            "rootfs": {"type": "layers", "diff_ids": diff_ids},
+        });
+        let config_desc = write_blob(dir, MEDIA_CONFIG, &to_json(&config));
+        let manifest = serde_json::json!({"schemaVersion": 2, "mediaType": MEDIA_MANIFEST, "config": config_desc, "layers": layers});
+        let mut desc = write_blob(dir, MEDIA_MANIFEST, &to_json(&manifest));
+        digests.push(desc["digest"].as_str().unwrap().to_owned());
+        desc["platform"] = serde_json::json!({"architecture": arch, "os": "linux"});
+        descs.push(desc);
+    }
+    // index.json names one image index (as skopeo's `oci:` transport wants),
+    // which lists the platforms.
+    let inner =
+        serde_json::json!({"schemaVersion": 2, "mediaType": MEDIA_INDEX, "manifests": descs});
+    let mut inner_desc = write_blob(dir, MEDIA_INDEX, &to_json(&inner));
+    inner_desc["annotations"] = serde_json::json!({"org.opencontainers.image.ref.name": "latest"});
+    let index = serde_json::json!({"schemaVersion": 2, "mediaType": MEDIA_INDEX, "manifests": [inner_desc]});
+    write(
+        &dir.join("oci-layout"),
+        br#"{"imageLayoutVersion":"1.0.0"}"#,
+    );
+    write(&dir.join("index.json"), &to_json(&index));
+    digests
+}
+
+/// Writes a `docker save` tarball (the pre-OCI `manifest.json` format) of
+/// the busybox image, tagged `tag`.
+pub fn docker_save_tarball(out: &Path, tag: &str) {
+    let layer = layer_tar(&find_busybox());
+    let layer_digest = sha256(&layer);
+    let config = serde_json::json!({
+        "architecture": oci_arch(), "os": "linux",
+        "config": {"Env": ["PATH=/bin", "HOME=/root", "FROM_DOCKER_SAVE=1"], "Cmd": ["sh"]},
+        "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
+    });
+    let config = to_json(&config);
+    let config_name = format!("{}.json", &sha256(&config)[7..]);
+    let layer_name = format!("{}/layer.tar", &layer_digest[7..]);
+    let manifest =
+        serde_json::json!([{"Config": config_name, "RepoTags": [tag], "Layers": [layer_name]}]);
+    let mut tar = tar::Builder::new(Vec::new());
+    file_entry(&mut tar, &config_name, 0o644, &config);
+    dir_entry(&mut tar, &layer_digest[7..], 0o755);
+    file_entry(&mut tar, &layer_name, 0o644, &layer);
+    file_entry(&mut tar, "manifest.json", 0o644, &to_json(&manifest));
+    write(out, &tar.into_inner().unwrap());
+}

@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod image;
+pub mod registry;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -51,6 +52,7 @@ pub fn busybox() -> PathBuf {
 pub struct Daemon {
     child: Option<Child>,
     engine: &'static str,
+    env: Vec<(String, String)>,
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub home: PathBuf,
@@ -64,6 +66,11 @@ impl Daemon {
 
     /// A daemon with `--engine ENGINE` (`auto`, `namespace`, `boxlite`).
     pub fn with_engine(engine: &'static str) -> Daemon {
+        Daemon::with_env(engine, Vec::new())
+    }
+
+    /// A daemon with `--engine ENGINE` and extra environment variables.
+    pub fn with_env(engine: &'static str, env: Vec<(String, String)>) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("boxd-test-")
             .tempdir_in("/tmp")
@@ -73,6 +80,7 @@ impl Daemon {
         let mut d = Daemon {
             child: None,
             engine,
+            env,
             dir,
             socket,
             home,
@@ -111,6 +119,7 @@ impl Daemon {
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
             )
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null());
         cmd
     }

@@ -241,8 +241,9 @@ impl LocalImages {
     }
 
     /// Untags `what` (a reference), or every reference of a digest; deletes
-    /// the image when nothing names it any more and no box uses it (with
-    /// `force`, even then: the boxes keep their own files).
+    /// the image when nothing names it any more and no box uses it. Untagging
+    /// an image boxes use needs `force`; the image then stays, unnamed, until
+    /// a prune finds no box using it.
     pub async fn remove(
         &self,
         what: &str,
@@ -271,7 +272,8 @@ impl LocalImages {
             !drop
         });
         let mut deleted = Vec::new();
-        if !next.refs.values().any(|d| *d == digest) {
+        // An image a box uses stays (untagged) until prune finds it unused.
+        if !next.refs.values().any(|d| *d == digest) && !in_use.contains_key(&digest) {
             next.images.remove(&digest);
             deleted.push(digest.clone());
         }

@@ -226,11 +226,19 @@ impl Blobs {
         let expected = desc.size.max(0) as u64;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| {
-                ImageError::Registry(format!(
-                    "downloading {} from {} broke off after {got} of {expected} bytes: {e}",
-                    desc.digest,
-                    reference.resolve_registry()
-                ))
+                if e.to_string().contains("digest") {
+                    ImageError::Registry(format!(
+                        "{} from {} does not match its digest ({e}): rejected",
+                        desc.digest,
+                        reference.resolve_registry()
+                    ))
+                } else {
+                    ImageError::Registry(format!(
+                        "downloading {} from {} broke off after {got} of {expected} bytes: {e}",
+                        desc.digest,
+                        reference.resolve_registry()
+                    ))
+                }
             })?;
             got += chunk.len() as u64;
             if got > expected {
