@@ -507,3 +507,39 @@ fn bad_references_and_unreachable_registries_are_clear_errors() {
     assert!(err.contains("no image"), "{err}");
     assert!(Path::new(&d.home).exists());
 }
+
+#[test]
+fn jsonl_box_create_reports_the_pull_as_image_pull_events() {
+    let reg = Registry::start(false);
+    reg.push(&busybox(), "jsonl/busybox:1");
+    let d = Daemon::start();
+    let reference = format!("{}/jsonl/busybox:1", reg.host());
+    let mut j = boxd_tests::Jsonl::start(&d.socket);
+    let reply = j.call(
+        1,
+        "box.create",
+        serde_json::json!({"name": "pulled", "image": reference}),
+    );
+    assert_eq!(reply["result"]["created"], true, "{reply}");
+    let pulls: Vec<&Value> = j.seen.iter().filter(|f| f["type"] == "imagePull").collect();
+    let phases: Vec<&str> = pulls.iter().map(|f| f["phase"].as_str().unwrap()).collect();
+    assert_eq!(phases.first(), Some(&"started"), "{phases:?}");
+    assert_eq!(phases.last(), Some(&"done"), "{phases:?}");
+    assert!(phases.contains(&"layerDone"), "{phases:?}");
+    assert!(
+        pulls
+            .iter()
+            .all(|f| f["requestId"] == 1 && f["name"] == "pulled")
+    );
+    // A second create of the same image pulls nothing.
+    let before = j.seen.len();
+    let reply = j.call(
+        2,
+        "box.create",
+        serde_json::json!({"name": "again", "image": reference}),
+    );
+    assert_eq!(reply["result"]["created"], true, "{reply}");
+    assert!(!j.seen[before..].iter().any(|f| f["type"] == "imagePull"));
+    let (status, _) = j.close();
+    assert!(status.success());
+}

@@ -339,8 +339,10 @@ impl Driver {
                     env: c.env.unwrap_or_default(),
                     working_dir: c.working_dir.unwrap_or_default(),
                 };
-                let r = self
-                    .client()?
+                let mut client = self.client()?;
+                self.pull_if_missing(&mut client, &req.id, &c.name, &spec.image)
+                    .await?;
+                let r = client
                     .create_box(v1::CreateBoxRequest {
                         name: c.name,
                         spec: Some(spec),
@@ -464,6 +466,65 @@ impl Driver {
             }
         };
         Ok(Some(result))
+    }
+
+    /// Before a create: pulls an image the daemon does not have, sending
+    /// `imagePull` events (progress at most every 200 ms). A local layout
+    /// path, or a reference the daemon has, needs nothing.
+    async fn pull_if_missing(
+        &self,
+        client: &mut Client,
+        request_id: &Value,
+        name: &str,
+        image: &str,
+    ) -> Result<(), Failure> {
+        use v1::pull_image_event::Event;
+        if image.is_empty() || Path::new(image).is_absolute() {
+            return Ok(());
+        }
+        match client
+            .inspect_image(v1::InspectImageRequest {
+                reference: image.to_owned(),
+            })
+            .await
+        {
+            Err(s) if s.code() == crate::tonic::Code::NotFound => {}
+            _ => return Ok(()),
+        }
+        let mut stream = client
+            .pull_image(v1::PullImageRequest {
+                reference: image.to_owned(),
+            })
+            .await?
+            .into_inner();
+        let mut last_progress = std::time::Instant::now();
+        while let Some(ev) = stream.message().await? {
+            let base = json!({"type": "imagePull", "requestId": request_id, "name": name, "reference": image});
+            let extra = match ev.event {
+                Some(Event::Started(s)) => json!({"phase": "started", "digest": s.digest,
+                    "totalBytes": s.total_bytes, "layers": s.layers.len(),
+                    "cachedLayers": s.layers.iter().filter(|l| l.cached).count()}),
+                Some(Event::Progress(p)) => {
+                    if last_progress.elapsed() < Duration::from_millis(200) {
+                        continue;
+                    }
+                    last_progress = std::time::Instant::now();
+                    json!({"phase": "progress", "doneBytes": p.done_bytes, "totalBytes": p.total_bytes})
+                }
+                Some(Event::LayerDone(d)) => json!({"phase": "layerDone", "layer": d}),
+                Some(Event::Unpacking(_)) => json!({"phase": "unpacking"}),
+                Some(Event::Done(i)) => {
+                    json!({"phase": "done", "digest": i.digest, "size": i.size})
+                }
+                None => continue,
+            };
+            let mut frame = base;
+            for (k, v) in extra.as_object().into_iter().flatten() {
+                frame[k] = v.clone();
+            }
+            self.send(frame).await;
+        }
+        Ok(())
     }
 
     /// `box.exec`: queues the reply, then streams the exec's events.
