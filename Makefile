@@ -44,6 +44,7 @@ test: build
 bench: deps
 	$(CARGO) build --release --workspace --bins
 	$(CARGO) bench --workspace --bench boxd
+	$(CARGO) bench --workspace --bench pull
 
 # Fuzz the JSONL line reader/request parser and the output encoder
 # (cargo-fuzz on the stable toolchain; FUZZ_SECONDS per target).
