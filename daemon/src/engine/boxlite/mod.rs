@@ -110,7 +110,7 @@ impl BoxliteEngine {
             name: "boxlite",
             version: ::boxlite::VERSION.to_owned(),
             isolation: Isolation::MicroVm,
-            capabilities: super::capabilities(&[]),
+            capabilities: super::capabilities(&["image.pull"]),
             notes,
             network_filtering: true,
             create_warning: None,

@@ -61,7 +61,12 @@ impl NamespaceEngine {
             name: "namespace",
             version,
             isolation: Isolation::Namespace,
-            capabilities: super::capabilities(&["output.binary"]),
+            capabilities: super::capabilities(&[
+                "output.binary",
+                "image.pull",
+                "image.import",
+                "image.prune",
+            ]),
             notes: vec![
                 "boxes run in Linux namespaces under bubblewrap, not in microVMs".into(),
                 "allow-net is not a host filter yet: an empty list means no network, any entry means the host network".into(),
