@@ -23,6 +23,31 @@ pub enum Action {
     Stop,
     /// Say whether boxd runs, and what it is.
     Status,
+    /// Install boxd as a per-user service (systemd user units on Linux, a
+    /// LaunchAgent on macOS), socket-activated, and start listening.
+    Install {
+        /// The boxd binary [default: next to boxctl, else on PATH].
+        #[arg(long)]
+        boxd: Option<PathBuf>,
+        /// Seconds without clients or running boxes before boxd exits (it
+        /// is started again on the next connection; 0: never).
+        #[arg(long, default_value_t = 300)]
+        idle_exit: u64,
+        /// Write the files only; do not load them.
+        #[arg(long)]
+        no_start: bool,
+    },
+    /// Stop and remove the per-user service.
+    Uninstall,
+    /// Show the daemon's log.
+    Logs {
+        /// Keep printing new lines.
+        #[arg(short, long)]
+        follow: bool,
+        /// How many lines to show first.
+        #[arg(short = 'n', long, default_value_t = 50)]
+        lines: usize,
+    },
 }
 
 pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
@@ -46,6 +71,16 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
                     for n in &d.notes {
                         println!("note: {n}");
                     }
+                    if d.protocol != v1::PROTOCOL {
+                        println!(
+                            "protocol: boxd speaks {}, this boxctl {}: restart boxd from this release",
+                            d.protocol,
+                            v1::PROTOCOL
+                        );
+                    }
+                    if let Some(line) = crate::service::status_line() {
+                        println!("{line}");
+                    }
                 }
                 Ok(0)
             }
@@ -60,12 +95,22 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
                         "boxd is not running (socket {})",
                         ctx.paths.socket.display()
                     );
+                    if let Some(line) = crate::service::status_line() {
+                        println!("{line}");
+                    }
                 }
                 Ok(3)
             }
             Err(f) => Err(f),
         },
         Action::Start { boxd, args } => start(ctx, boxd, args).await,
+        Action::Install {
+            boxd,
+            idle_exit,
+            no_start,
+        } => crate::service::install(ctx, boxd, idle_exit, !no_start),
+        Action::Uninstall => crate::service::uninstall(),
+        Action::Logs { follow, lines } => crate::service::logs(ctx, lines, follow).await,
         Action::Stop => {
             let d = describe(ctx).await?;
             // SAFETY: kill has no memory-safety preconditions.
@@ -98,9 +143,10 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
     }
 }
 
+/// The daemon's self-description, whatever its protocol version (so that
+/// `status` can report a mismatch and `stop` can stop an old daemon).
 async fn describe(ctx: &Ctx) -> Result<v1::DescribeResponse, Failure> {
-    Ok(ctx
-        .client()
+    Ok(boxd_client::connect_unchecked(&ctx.paths.socket)
         .await?
         .describe(v1::DescribeRequest {})
         .await?

@@ -10,6 +10,7 @@ mod doctor;
 mod exec;
 mod image;
 mod output;
+mod service;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -163,8 +164,14 @@ impl From<Status> for Failure {
 
 impl From<boxd_client::ConnectError> for Failure {
     fn from(e: boxd_client::ConnectError) -> Failure {
+        // Reached but refused is a refusal (1); everything else means the
+        // daemon is not reachable as this client needs it (3).
+        let code = match e {
+            boxd_client::ConnectError::Refused { .. } => 1,
+            _ => 3,
+        };
         Failure {
-            code: 3,
+            code,
             message: e.to_string(),
         }
     }

@@ -47,13 +47,48 @@ pub enum ConnectError {
         socket: PathBuf,
         source: std::io::Error,
     },
+    /// The daemon answered, and refused (e.g. a peer of another uid).
+    #[error("boxd at {socket} refused: {message}")]
+    Refused { socket: PathBuf, message: String },
+    #[error(
+        "boxd at {socket} speaks protocol {daemon}, this client speaks {client}; use a client and a daemon from the same release (restart boxd after an upgrade: `boxctl daemon stop`)"
+    )]
+    Protocol {
+        socket: PathBuf,
+        daemon: String,
+        client: String,
+    },
 }
 
-/// Connects to the daemon listening on `socket`.
+/// Connects to the daemon listening on `socket` and checks that it speaks
+/// this client's protocol version.
 ///
-/// The connection is made eagerly, so a daemon that is not running is
-/// reported here rather than on the first call.
+/// The connection is made eagerly, so a daemon that is not running (or of
+/// another version) is reported here rather than on the first call.
 pub async fn connect(socket: &Path) -> Result<Client, ConnectError> {
+    let mut client = connect_unchecked(socket).await?;
+    let daemon = match client.describe(v1::DescribeRequest {}).await {
+        Ok(d) => d.into_inner().protocol,
+        Err(s) => {
+            return Err(ConnectError::Refused {
+                socket: socket.to_path_buf(),
+                message: s.message().to_owned(),
+            });
+        }
+    };
+    if daemon != v1::PROTOCOL {
+        return Err(ConnectError::Protocol {
+            socket: socket.to_path_buf(),
+            daemon,
+            client: v1::PROTOCOL.to_owned(),
+        });
+    }
+    Ok(client)
+}
+
+/// Connects without the protocol check (for `boxctl daemon status`, which
+/// reports a mismatch rather than failing on it).
+pub async fn connect_unchecked(socket: &Path) -> Result<Client, ConnectError> {
     let path = socket.to_path_buf();
     // The URI is required by the API but unused: the connector dials the socket.
     let endpoint = Endpoint::from_static("http://boxd.invalid")

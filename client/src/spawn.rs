@@ -8,7 +8,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::{Client, Paths, connect, v1};
+use crate::{Client, ConnectError, Paths, connect, v1};
 
 /// How long a client waits for a freshly started daemon to answer.
 pub const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -33,6 +33,8 @@ pub enum SpawnError {
     },
     #[error("boxd did not answer within {} s; see {log}", START_TIMEOUT.as_secs())]
     Timeout { log: PathBuf },
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
 }
 
 /// The `boxd` binary: the explicit one, else the one beside the running
@@ -68,7 +70,7 @@ pub async fn ensure_running(
     boxd: &Path,
     args: &[String],
 ) -> Result<Running, SpawnError> {
-    if let Some((client, describe)) = try_describe(paths).await {
+    if let Some((client, describe)) = try_describe(paths).await? {
         return Ok(Running {
             client,
             describe,
@@ -108,7 +110,7 @@ pub async fn ensure_running(
     let deadline = Instant::now() + START_TIMEOUT;
     let mut exited = None;
     while Instant::now() < deadline {
-        if let Some((client, describe)) = try_describe(paths).await {
+        if let Some((client, describe)) = try_describe(paths).await? {
             // Reap our child later if it lost the race; it exits on its own.
             std::thread::spawn(move || child.wait());
             return Ok(Running {
@@ -136,10 +138,19 @@ pub async fn ensure_running(
     Err(SpawnError::Timeout { log })
 }
 
-async fn try_describe(paths: &Paths) -> Option<(Client, v1::DescribeResponse)> {
-    let mut client = connect(&paths.socket).await.ok()?;
-    let d = client.describe(v1::DescribeRequest {}).await.ok()?;
-    Some((client, d.into_inner()))
+/// The daemon, if one answers; a daemon of another protocol is an error,
+/// not a reason to start a second one.
+async fn try_describe(paths: &Paths) -> Result<Option<(Client, v1::DescribeResponse)>, SpawnError> {
+    let mut client = match connect(&paths.socket).await {
+        Ok(c) => c,
+        Err(e @ ConnectError::Protocol { .. }) => return Err(e.into()),
+        Err(_) => return Ok(None),
+    };
+    Ok(client
+        .describe(v1::DescribeRequest {})
+        .await
+        .ok()
+        .map(|d| (client, d.into_inner())))
 }
 
 /// Whether some process holds the daemon's home lock right now.

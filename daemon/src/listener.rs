@@ -77,3 +77,100 @@ pub fn check_peer(req: Request<()>) -> Result<Request<()>, Status> {
         )),
     }
 }
+
+/// How many client connections are open (for idle exit).
+#[derive(Debug, Default)]
+pub struct Connections {
+    open: std::sync::atomic::AtomicUsize,
+}
+
+impl Connections {
+    pub fn open(&self) -> usize {
+        self.open.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A client connection, counted in [`Connections`] while it is open.
+pub struct Tracked {
+    inner: tokio::net::UnixStream,
+    conns: std::sync::Arc<Connections>,
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.conns
+            .open
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The listener's connections, counted.
+pub fn tracked(
+    listener: UnixListener,
+    conns: std::sync::Arc<Connections>,
+) -> impl futures::Stream<Item = std::io::Result<Tracked>> {
+    use futures::StreamExt;
+    tokio_stream::wrappers::UnixListenerStream::new(listener).map(move |r| {
+        r.map(|inner| {
+            conns.open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Tracked {
+                inner,
+                conns: conns.clone(),
+            }
+        })
+    })
+}
+
+impl boxd_proto::tonic::transport::server::Connected for Tracked {
+    type ConnectInfo = UdsConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.inner.connect_info()
+    }
+}
+
+impl tokio::io::AsyncRead for Tracked {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Tracked {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

@@ -1,5 +1,7 @@
 //! `boxd`: the per-user box daemon. See docs/ARCHITECTURE.md for the map.
 
+mod activation;
+mod config;
 mod doctor;
 mod engine;
 mod error;
@@ -32,17 +34,50 @@ use crate::engine::Engine;
     about = "The per-user box daemon: serves named boxes over gRPC on a Unix socket"
 )]
 struct Cli {
-    /// The Unix socket to listen on [default: $XDG_RUNTIME_DIR/boxd/boxd.sock].
+    /// The Unix socket to listen on (unless the service manager passes one)
+    /// [default: $XDG_RUNTIME_DIR/boxd/boxd.sock].
     #[arg(long, env = "BOXD_SOCKET")]
     socket: Option<PathBuf>,
     /// The state directory: boxes, images, logs [default: $XDG_DATA_HOME/boxd].
     #[arg(long, env = "BOXD_HOME")]
     home: Option<PathBuf>,
-    /// Which engine runs boxes.
-    #[arg(long, env = "BOXD_ENGINE", value_enum, default_value_t = EngineChoice::Auto)]
-    engine: EngineChoice,
+    /// Which engine runs boxes [default: auto].
+    #[arg(long, env = "BOXD_ENGINE", value_enum)]
+    engine: Option<EngineChoice>,
+    /// Exit after this many seconds with no client connected and no box
+    /// running (0: never) [default: 0].
+    #[arg(long, env = "BOXD_IDLE_EXIT", value_name = "SECS")]
+    idle_exit: Option<u64>,
+    /// The configuration file [default: $XDG_CONFIG_HOME/boxd/config.toml].
+    #[arg(long, env = "BOXD_CONFIG", value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Print the settings (flags, environment, file, defaults, merged) as
+    /// TOML and exit.
+    #[arg(long)]
+    print_config: bool,
     #[command(subcommand)]
     command: Option<Sub>,
+}
+
+/// Flags and environment over the file over defaults.
+fn settings(cli: &Cli) -> Result<config::Settings, String> {
+    let (file, from) = config::load(cli.config.as_deref())?;
+    let paths = Paths::resolve(
+        cli.socket.clone().or(file.socket),
+        cli.home.clone().or(file.home),
+    )
+    .map_err(|e| e.to_string())?;
+    let engine = match cli.engine {
+        Some(e) => e.as_str().to_owned(),
+        None => file.engine.unwrap_or_else(|| "auto".into()),
+    };
+    Ok(config::Settings {
+        socket: paths.socket,
+        home: paths.home,
+        engine,
+        idle_exit: cli.idle_exit.or(file.idle_exit).unwrap_or(0),
+        config_file: from,
+    })
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -52,6 +87,24 @@ enum Sub {
         #[arg(long)]
         json: bool,
     },
+}
+
+impl EngineChoice {
+    fn as_str(self) -> &'static str {
+        match self {
+            EngineChoice::Auto => "auto",
+            EngineChoice::Namespace => "namespace",
+            EngineChoice::Boxlite => "boxlite",
+        }
+    }
+
+    fn parse(s: &str) -> EngineChoice {
+        match s {
+            "namespace" => EngineChoice::Namespace,
+            "boxlite" => EngineChoice::Boxlite,
+            _ => EngineChoice::Auto,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -73,16 +126,32 @@ fn main() -> ExitCode {
     // SAFETY: no other thread exists yet.
     unsafe { engine::boxlite::runtime_dir::export() };
     let cli = Cli::parse();
+    let settings = match settings(&cli) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("boxd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if cli.print_config {
+        print!("{}", settings.to_toml());
+        return ExitCode::SUCCESS;
+    }
     if let Some(Sub::Doctor { json }) = cli.command {
-        let paths = match Paths::resolve(cli.socket, cli.home) {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("boxd: {e}");
-                return ExitCode::from(2);
-            }
+        let paths = Paths {
+            socket: settings.socket,
+            home: settings.home,
         };
         return ExitCode::from(doctor::report(&doctor::run(&paths), json));
     }
+    // Before any thread exists: it edits the environment.
+    let inherited = match activation::inherited() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("boxd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -93,7 +162,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(run(settings, inherited)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
@@ -103,8 +172,14 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> Result<(), String> {
-    let paths = Paths::resolve(cli.socket, cli.home).map_err(|e| e.to_string())?;
+async fn run(
+    settings: config::Settings,
+    inherited: Option<std::os::unix::net::UnixListener>,
+) -> Result<(), String> {
+    let paths = Paths {
+        socket: settings.socket.clone(),
+        home: settings.home.clone(),
+    };
     // Everything the daemon writes is private to its user.
     // SAFETY: umask has no preconditions.
     unsafe { libc::umask(0o077) };
@@ -113,7 +188,7 @@ async fn run(cli: Cli) -> Result<(), String> {
     let _log_guard = logging::init(&paths.home.join("logs"));
     let _lock = lock::HomeLock::acquire(&paths.home).map_err(|e| e.to_string())?;
 
-    let engine = select_engine(cli.engine, &paths)?;
+    let engine = select_engine(EngineChoice::parse(&settings.engine), &paths)?;
     let info = engine.info();
     tracing::info!(engine = info.name, version = %info.version, isolation = info.isolation.as_str(), "engine ready");
     let registry = Arc::new(
@@ -122,9 +197,17 @@ async fn run(cli: Cli) -> Result<(), String> {
             .map_err(|e| e.to_string())?,
     );
     let execs = execs::Execs::new(registry.clone());
-    let listener = listener::bind(&paths.socket)
-        .await
-        .map_err(|e| e.to_string())?;
+    // A socket the service manager passed is its own: used as it is, never
+    // removed.
+    let activated = inherited.is_some();
+    let listener = match inherited {
+        Some(l) => {
+            tokio::net::UnixListener::from_std(l).map_err(|e| format!("the passed socket: {e}"))?
+        }
+        None => listener::bind(&paths.socket)
+            .await
+            .map_err(|e| e.to_string())?,
+    };
     let shutdown = CancellationToken::new();
 
     let service = service::Service {
@@ -137,7 +220,8 @@ async fn run(cli: Cli) -> Result<(), String> {
     let api = BoxdServer::new(service)
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20);
-    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+    let connections = Arc::new(listener::Connections::default());
+    let incoming = listener::tracked(listener, connections.clone());
     let stop_serving = shutdown.clone();
     let mut server = tokio::spawn(
         Server::builder()
@@ -146,13 +230,17 @@ async fn run(cli: Cli) -> Result<(), String> {
             .add_service(InterceptedService::new(api, listener::check_peer))
             .serve_with_incoming_shutdown(incoming, async move { stop_serving.cancelled().await }),
     );
-    tracing::info!(socket = %paths.socket.display(), home = %paths.home.display(), pid = std::process::id(), "boxd is serving");
+    tracing::info!(socket = %paths.socket.display(), home = %paths.home.display(), pid = std::process::id(), activated, idle_exit = settings.idle_exit, "boxd is serving");
+    activation::notify("READY=1");
 
+    let idle = idle_exit(settings.idle_exit, connections, registry.clone());
     let reason = tokio::select! {
         r = wait_for_signal() => r,
+        r = idle => r,
         r = &mut server => format!("the server stopped: {r:?}"),
     };
     tracing::info!(%reason, "shutting down");
+    activation::notify("STOPPING=1");
     shutdown.cancel();
     execs.kill_all();
     if tokio::time::timeout(Duration::from_secs(3), registry.shutdown())
@@ -168,7 +256,9 @@ async fn run(cli: Cli) -> Result<(), String> {
     {
         server.abort();
     }
-    let _ = std::fs::remove_file(&paths.socket);
+    if !activated {
+        let _ = std::fs::remove_file(&paths.socket);
+    }
     tracing::info!("boxd stopped");
     Ok(())
 }
@@ -204,6 +294,38 @@ fn select_engine(choice: EngineChoice, paths: &Paths) -> Result<Arc<dyn Engine>,
                     namespace(Some(format!("the BoxLite engine did not open ({e})")))
                 }
             }
+        }
+    }
+}
+
+/// Resolves once the daemon has had no client connection and no running
+/// box for `secs` seconds in a row; never when `secs` is 0.
+async fn idle_exit(
+    secs: u64,
+    connections: Arc<listener::Connections>,
+    registry: Arc<registry::Registry>,
+) -> String {
+    if secs == 0 {
+        return std::future::pending().await;
+    }
+    let limit = Duration::from_secs(secs);
+    let tick = Duration::from_millis(250).min(limit);
+    let mut idle_since = std::time::Instant::now();
+    loop {
+        tokio::time::sleep(tick).await;
+        let busy = connections.open() > 0
+            || registry.list().await.iter().any(|r| {
+                matches!(
+                    r.state,
+                    registry::State::Starting
+                        | registry::State::Running
+                        | registry::State::Stopping
+                )
+            });
+        if busy {
+            idle_since = std::time::Instant::now();
+        } else if idle_since.elapsed() >= limit {
+            return format!("idle for {secs} s (no client, no running box)");
         }
     }
 }

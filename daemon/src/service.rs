@@ -180,7 +180,10 @@ impl Boxd for Service {
     ) -> Result<Response<v1::DescribeResponse>, Status> {
         let e = self.registry.engine().info();
         Ok(Response::new(v1::DescribeResponse {
-            protocol: v1::PROTOCOL.to_owned(),
+            // BOXD_TEST_PROTOCOL lets the tests stand up a daemon of another
+            // protocol version, to check that clients refuse it.
+            protocol: std::env::var("BOXD_TEST_PROTOCOL")
+                .unwrap_or_else(|_| v1::PROTOCOL.to_owned()),
             daemon_version: env!("CARGO_PKG_VERSION").to_owned(),
             pid: std::process::id(),
             engine: e.name.to_owned(),

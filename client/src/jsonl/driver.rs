@@ -59,6 +59,8 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 struct Driver {
     client: Option<Client>,
+    /// Why there is no client (not running, another protocol version, ...).
+    unreachable: String,
     socket: String,
     out: mpsc::Sender<Value>,
     /// Execs started by this driver, by id.
@@ -77,7 +79,10 @@ where
     let (out, rx) = mpsc::channel::<Value>(QUEUE);
     let writer = tokio::spawn(write_frames(rx, output));
 
-    let mut client = crate::connect(socket).await.ok();
+    let (mut client, unreachable) = match crate::connect(socket).await {
+        Ok(c) => (Some(c), String::new()),
+        Err(e) => (None, e.to_string()),
+    };
     let service_pid = match client.as_mut() {
         Some(c) => c
             .describe(v1::DescribeRequest {})
@@ -97,6 +102,7 @@ where
         .await;
     let driver = Arc::new(Driver {
         client,
+        unreachable,
         socket: socket.display().to_string(),
         out: out.clone(),
         execs: Mutex::new(HashMap::new()),
@@ -282,10 +288,12 @@ impl Driver {
 
     fn client(&self) -> Result<Client, Failure> {
         self.client.clone().ok_or_else(|| {
-            Failure::new(
-                ErrorCode::Unavailable,
-                format!("boxd is not running (nothing answers on {})", self.socket),
-            )
+            let why = if self.unreachable.is_empty() {
+                format!("boxd is not running (nothing answers on {})", self.socket)
+            } else {
+                self.unreachable.clone()
+            };
+            Failure::new(ErrorCode::Unavailable, why)
         })
     }
 
