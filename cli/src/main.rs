@@ -157,7 +157,7 @@ impl From<Status> for Failure {
         };
         Failure {
             code,
-            message: s.message().to_owned(),
+            message: boxd_client::status_message(&s),
         }
     }
 }

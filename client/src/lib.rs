@@ -60,6 +60,15 @@ pub enum ConnectError {
     },
 }
 
+/// What a status from boxd says, in words: its message, or for a call the
+/// daemon does not know (an older daemon than the client), how to fix it.
+pub fn status_message(s: &boxd_proto::tonic::Status) -> String {
+    if s.code() == boxd_proto::tonic::Code::Unimplemented && s.message().is_empty() {
+        return "boxd does not offer this call: it is older than this client; restart it from this release (`boxctl daemon stop`, then start it again)".into();
+    }
+    s.message().to_owned()
+}
+
 /// Connects to the daemon listening on `socket` and checks that it speaks
 /// this client's protocol version.
 ///
@@ -129,5 +138,21 @@ fn classify(socket: &Path, err: boxd_proto::tonic::transport::Error) -> ConnectE
     ConnectError::Io {
         socket: socket.to_path_buf(),
         source: std::io::Error::other(err.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use boxd_proto::tonic::Status;
+
+    #[test]
+    fn an_unknown_call_says_the_daemon_is_older() {
+        assert!(status_message(&Status::unimplemented("")).contains("older than this client"));
+        assert_eq!(
+            status_message(&Status::unimplemented("prune is not offered")),
+            "prune is not offered"
+        );
+        assert_eq!(status_message(&Status::not_found("no box")), "no box");
     }
 }

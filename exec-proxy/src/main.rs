@@ -84,7 +84,7 @@ pub enum ProxyError {
 
 impl From<boxd_client::tonic::Status> for ProxyError {
     fn from(s: boxd_client::tonic::Status) -> Self {
-        ProxyError::Daemon(s.message().to_owned())
+        ProxyError::Daemon(boxd_client::status_message(&s))
     }
 }
 

@@ -112,7 +112,7 @@ impl Failure {
 
 impl From<crate::tonic::Status> for Failure {
     fn from(s: crate::tonic::Status) -> Failure {
-        Failure::new(ErrorCode::from_grpc(s.code()), s.message())
+        Failure::new(ErrorCode::from_grpc(s.code()), crate::status_message(&s))
     }
 }
 
