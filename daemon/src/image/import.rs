@@ -127,8 +127,18 @@ pub fn from_tarball(src: &Path, work: &Path) -> Result<(PathBuf, Option<String>)
     Ok((layout, tag))
 }
 
-/// Moves a file into a layout's blobs under its digest.
+/// Moves a file into a layout's blobs under its digest. Only a regular
+/// file of the archive: never a symlink, which could point at a host file.
 fn store(blobs: &Path, file: &Path) -> Result<(String, u64), ImageError> {
+    match fs::symlink_metadata(file) {
+        Ok(m) if m.file_type().is_file() => {}
+        _ => {
+            return Err(ImageError::invalid(
+                file,
+                "manifest.json names something that is not a regular file of the archive",
+            ));
+        }
+    }
     let mut f =
         fs::File::open(file).map_err(|e| ImageError::io(format!("read {}", file.display()), e))?;
     let mut hasher = Sha256::new();
@@ -138,4 +148,61 @@ fn store(blobs: &Path, file: &Path) -> Result<(String, u64), ImageError> {
     fs::rename(file, blobs.join(&hex))
         .map_err(|e| ImageError::io(format!("move {}", file.display()), e))?;
     Ok((format!("sha256:{hex}"), size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tarball(entries: &[(&str, &[u8])], links: &[(&str, &str)]) -> tempfile::NamedTempFile {
+        let mut b = tar::Builder::new(Vec::new());
+        for (path, data) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            b.append_data(&mut h, path, *data).unwrap();
+        }
+        for (path, target) in links {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Symlink);
+            h.set_size(0);
+            b.append_link(&mut h, path, target).unwrap();
+        }
+        let f = tempfile::NamedTempFile::new().unwrap();
+        fs::write(f.path(), b.into_inner().unwrap()).unwrap();
+        f
+    }
+
+    #[test]
+    fn hostile_docker_save_archives_are_refused() {
+        let work = tempfile::tempdir().unwrap();
+        // A manifest naming a path outside the archive.
+        let t = tarball(
+            &[(
+                "manifest.json",
+                br#"[{"Config":"../../etc/passwd","RepoTags":["x:1"],"Layers":[]}]"#,
+            )],
+            &[],
+        );
+        let e = from_tarball(t.path(), &work.path().join("a")).unwrap_err();
+        assert!(e.to_string().contains("outside the archive"), "{e}");
+        // A config that is a symlink to a host file.
+        let t = tarball(
+            &[(
+                "manifest.json",
+                br#"[{"Config":"c.json","RepoTags":["x:1"],"Layers":[]}]"#,
+            )],
+            &[("c.json", "/etc/passwd")],
+        );
+        let e = from_tarball(t.path(), &work.path().join("b")).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        // Not an image at all.
+        let t = tarball(&[("hello.txt", b"hi")], &[]);
+        let e = from_tarball(t.path(), &work.path().join("c")).unwrap_err();
+        assert!(e.to_string().contains("neither an OCI layout"), "{e}");
+        // Not a tar archive.
+        let f = tempfile::NamedTempFile::new().unwrap();
+        fs::write(f.path(), b"definitely not tar, but long enough to look at").unwrap();
+        assert!(from_tarball(f.path(), &work.path().join("d")).is_err());
+    }
 }
