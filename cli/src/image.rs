@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 
-use boxd_client::{Client, tonic::Code, v1};
+use boxd_client::{Client, v1};
 use clap::Subcommand;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
@@ -156,24 +156,11 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
 /// nothing; a reference it already has needs nothing (no registry call);
 /// otherwise it is pulled, with progress on stderr.
 pub async fn ensure(c: &mut Client, image: &str, json: bool) -> Result<(), Failure> {
-    if std::path::Path::new(image).is_absolute() {
+    if !boxd_client::image_missing(c, image).await? {
         return Ok(());
     }
-    match c
-        .inspect_image(v1::InspectImageRequest {
-            reference: image.to_owned(),
-        })
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(s) if s.code() == Code::NotFound => {
-            let show = if json { Show::JsonStderr } else { Show::auto() };
-            pull(c, image, show).await.map(|_| ())
-        }
-        // An engine without image listing still pulls at create.
-        Err(s) if s.code() == Code::Unimplemented => Ok(()),
-        Err(s) => Err(s.into()),
-    }
+    let show = if json { Show::JsonStderr } else { Show::auto() };
+    pull(c, image, show).await.map(|_| ())
 }
 
 /// Where progress goes.

@@ -75,9 +75,17 @@ pub fn status_message(s: &boxd_proto::tonic::Status) -> String {
 /// The connection is made eagerly, so a daemon that is not running (or of
 /// another version) is reported here rather than on the first call.
 pub async fn connect(socket: &Path) -> Result<Client, ConnectError> {
+    connect_described(socket).await.map(|(client, _)| client)
+}
+
+/// [`connect`], also returning what the daemon said of itself (the check
+/// asks anyway; callers that need it do not ask twice).
+pub async fn connect_described(
+    socket: &Path,
+) -> Result<(Client, v1::DescribeResponse), ConnectError> {
     let mut client = connect_unchecked(socket).await?;
-    let daemon = match client.describe(v1::DescribeRequest {}).await {
-        Ok(d) => d.into_inner().protocol,
+    let describe = match client.describe(v1::DescribeRequest {}).await {
+        Ok(d) => d.into_inner(),
         Err(s) => {
             return Err(ConnectError::Refused {
                 socket: socket.to_path_buf(),
@@ -85,14 +93,35 @@ pub async fn connect(socket: &Path) -> Result<Client, ConnectError> {
             });
         }
     };
-    if daemon != v1::PROTOCOL {
+    if describe.protocol != v1::PROTOCOL {
         return Err(ConnectError::Protocol {
             socket: socket.to_path_buf(),
-            daemon,
+            daemon: describe.protocol,
             client: v1::PROTOCOL.to_owned(),
         });
     }
-    Ok(client)
+    Ok((client, describe))
+}
+
+/// Whether a create from `image` would have to pull it first: a registry
+/// reference the daemon has no image for. A local layout (an absolute path)
+/// never does; an engine that does not list images pulls at create itself.
+pub async fn image_missing(
+    client: &mut Client,
+    image: &str,
+) -> Result<bool, boxd_proto::tonic::Status> {
+    if image.is_empty() || Path::new(image).is_absolute() {
+        return Ok(false);
+    }
+    let request = v1::InspectImageRequest {
+        reference: image.to_owned(),
+    };
+    match client.inspect_image(request).await {
+        Ok(_) => Ok(false),
+        Err(s) if s.code() == boxd_proto::tonic::Code::NotFound => Ok(true),
+        Err(s) if s.code() == boxd_proto::tonic::Code::Unimplemented => Ok(false),
+        Err(s) => Err(s),
+    }
 }
 
 /// Connects without the protocol check (for `boxctl daemon status`, which

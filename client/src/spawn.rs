@@ -8,7 +8,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::{Client, ConnectError, Paths, connect, v1};
+use crate::{Client, ConnectError, Paths, connect_described, v1};
 
 /// How long a client waits for a freshly started daemon to answer.
 pub const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -141,16 +141,11 @@ pub async fn ensure_running(
 /// The daemon, if one answers; a daemon of another protocol is an error,
 /// not a reason to start a second one.
 async fn try_describe(paths: &Paths) -> Result<Option<(Client, v1::DescribeResponse)>, SpawnError> {
-    let mut client = match connect(&paths.socket).await {
-        Ok(c) => c,
-        Err(e @ ConnectError::Protocol { .. }) => return Err(e.into()),
-        Err(_) => return Ok(None),
-    };
-    Ok(client
-        .describe(v1::DescribeRequest {})
-        .await
-        .ok()
-        .map(|d| (client, d.into_inner())))
+    match connect_described(&paths.socket).await {
+        Ok(found) => Ok(Some(found)),
+        Err(e @ ConnectError::Protocol { .. }) => Err(e.into()),
+        Err(_) => Ok(None),
+    }
 }
 
 /// Whether some process holds the daemon's home lock right now.

@@ -79,17 +79,9 @@ where
     let (out, rx) = mpsc::channel::<Value>(QUEUE);
     let writer = tokio::spawn(write_frames(rx, output));
 
-    let (mut client, unreachable) = match crate::connect(socket).await {
-        Ok(c) => (Some(c), String::new()),
-        Err(e) => (None, e.to_string()),
-    };
-    let service_pid = match client.as_mut() {
-        Some(c) => c
-            .describe(v1::DescribeRequest {})
-            .await
-            .ok()
-            .map(|d| d.into_inner().pid),
-        None => None,
+    let (client, service_pid, unreachable) = match crate::connect_described(socket).await {
+        Ok((c, d)) => (Some(c), Some(d.pid), String::new()),
+        Err(e) => (None, None, e.to_string()),
     };
     let _ = out
         .send(json!({
@@ -487,17 +479,8 @@ impl Driver {
         image: &str,
     ) -> Result<(), Failure> {
         use v1::pull_image_event::Event;
-        if image.is_empty() || Path::new(image).is_absolute() {
+        if !crate::image_missing(client, image).await.unwrap_or(false) {
             return Ok(());
-        }
-        match client
-            .inspect_image(v1::InspectImageRequest {
-                reference: image.to_owned(),
-            })
-            .await
-        {
-            Err(s) if s.code() == crate::tonic::Code::NotFound => {}
-            _ => return Ok(()),
         }
         let mut stream = client
             .pull_image(v1::PullImageRequest {
