@@ -30,6 +30,10 @@ use tokio::net::UnixStream;
 /// fraction of what a pipe carries; these keep backpressure (bounded bytes
 /// in flight) while letting bulk output run.
 pub const STREAM_WINDOW: u32 = 4 << 20;
+/// The largest gRPC message either side accepts. Requests are small (the
+/// largest legitimate ones carry up to 2 MiB of environment and command
+/// line); bulk data moves as a stream of chunks.
+pub const MAX_MESSAGE: usize = 16 << 20;
 pub const CONNECTION_WINDOW: u32 = 16 << 20;
 
 /// The generated client type, over a Unix-socket channel.
@@ -141,8 +145,8 @@ pub async fn connect_unchecked(socket: &Path) -> Result<Client, ConnectError> {
         .await
         .map_err(|e| classify(&path, e))?;
     Ok(v1::boxd_client::BoxdClient::new(channel)
-        .max_decoding_message_size(64 << 20)
-        .max_encoding_message_size(64 << 20))
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE))
 }
 
 fn classify(socket: &Path, err: boxd_proto::tonic::transport::Error) -> ConnectError {

@@ -21,7 +21,14 @@ pub struct File {
     /// Exit after this many seconds with no client and no running box
     /// (0: never).
     pub idle_exit: Option<u64>,
+    /// The most boxes this daemon holds at once; creates beyond it are
+    /// refused (0: no limit).
+    pub max_boxes: Option<usize>,
 }
+
+/// The default `max-boxes`: generous for people, a wall for a runaway
+/// script (each namespace box is a full copy of its image).
+pub const DEFAULT_MAX_BOXES: usize = 1000;
 
 /// The merged settings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -31,6 +38,7 @@ pub struct Settings {
     pub home: PathBuf,
     pub engine: String,
     pub idle_exit: u64,
+    pub max_boxes: usize,
     /// Where the file was read from, if one was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_file: Option<PathBuf>,

@@ -15,6 +15,10 @@ pub enum Error {
     FailedPrecondition(String),
     #[error("{0}")]
     Unimplemented(String),
+    /// Out of something: disk space in the daemon's home, or a limit such
+    /// as `max-boxes`.
+    #[error("{0}")]
+    ResourceExhausted(String),
     /// The engine could not do what was asked (a box failed to start, ...).
     #[error("{0}")]
     Engine(String),
@@ -31,11 +35,21 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// An I/O failure; a full disk (or quota) is named as such, since the
+    /// user can fix it.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
-        Error::Io {
-            context: context.into(),
-            source,
+        let context = context.into();
+        if is_no_space(&source) {
+            return Error::no_space(&context);
         }
+        Error::Io { context, source }
+    }
+
+    /// The disk that holds the daemon's state is full.
+    pub fn no_space(context: &str) -> Error {
+        Error::ResourceExhausted(format!(
+            "{context}: no space left on the device that holds boxd's home; free some space (remove boxes or unused images with `boxctl image prune`)"
+        ))
     }
 
     pub fn code(&self) -> Code {
@@ -45,6 +59,7 @@ impl Error {
             Error::AlreadyExists(_) => Code::AlreadyExists,
             Error::FailedPrecondition(_) => Code::FailedPrecondition,
             Error::Unimplemented(_) => Code::Unimplemented,
+            Error::ResourceExhausted(_) => Code::ResourceExhausted,
             Error::Engine(_) => Code::Unavailable,
             Error::Io { .. } | Error::Internal(_) => Code::Internal,
         }
@@ -67,6 +82,7 @@ impl From<crate::image::ImageError> for Error {
             ImageError::NotALayout { .. } | ImageError::Invalid { .. } => {
                 Error::InvalidArgument(e.to_string())
             }
+            ImageError::Io { context, source } if is_no_space(&source) => Error::no_space(&context),
             ImageError::Io { .. } => Error::Internal(e.to_string()),
             ImageError::BadReference { .. } => Error::InvalidArgument(e.to_string()),
             ImageError::NotFound(m) => Error::NotFound(m),
@@ -75,6 +91,11 @@ impl From<crate::image::ImageError> for Error {
             ImageError::InUse(m) => Error::FailedPrecondition(m),
         }
     }
+}
+
+/// ENOSPC or EDQUOT.
+pub fn is_no_space(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
 }
 
 #[cfg(test)]
@@ -92,6 +113,10 @@ mod tests {
                 Code::FailedPrecondition,
             ),
             (Error::Unimplemented("x".into()), Code::Unimplemented),
+            (
+                Error::ResourceExhausted("x".into()),
+                Code::ResourceExhausted,
+            ),
             (Error::Engine("x".into()), Code::Unavailable),
             (Error::Internal("x".into()), Code::Internal),
         ];
@@ -101,5 +126,17 @@ mod tests {
             assert_eq!(s.code(), code);
             assert_eq!(s.message(), msg);
         }
+    }
+
+    #[test]
+    fn a_full_disk_is_named() {
+        let e = Error::io(
+            "write box.json",
+            std::io::Error::from_raw_os_error(libc::ENOSPC),
+        );
+        assert_eq!(e.code(), Code::ResourceExhausted);
+        assert!(e.to_string().contains("no space left"), "{e}");
+        let other = Error::io("write", std::io::Error::from_raw_os_error(libc::EIO));
+        assert_eq!(other.code(), Code::Internal);
     }
 }

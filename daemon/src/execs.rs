@@ -295,12 +295,10 @@ impl Execs {
         sub: Subscriber,
     ) -> Result<Arc<Session>> {
         let begin = Instant::now();
-        validate::box_name(&req.box_name)?;
-        validate::command(&req.command, &req.args)?;
+        validate::exec_start(&req)?;
         let record = self.registry.running(&req.box_name).await?;
         let mut env: Vec<(String, String)> = record.spec.env.clone().into_iter().collect();
         for (k, v) in &req.env {
-            validate::env_var(k, v)?;
             env.retain(|(key, _)| key != k);
             env.push((k.clone(), v.clone()));
         }

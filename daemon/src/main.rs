@@ -1,18 +1,8 @@
 //! `boxd`: the per-user box daemon. See docs/ARCHITECTURE.md for the map.
 
-mod activation;
-mod config;
-mod doctor;
-mod engine;
-mod error;
-mod execs;
-mod image;
-mod listener;
-mod lock;
-mod logging;
-mod registry;
-mod service;
-mod validate;
+use boxd::{
+    activation, config, doctor, engine, execs, limits, listener, lock, logging, registry, service,
+};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,7 +15,7 @@ use boxd_proto::v1::boxd_server::BoxdServer;
 use clap::{Parser, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::Engine;
+use boxd::engine::Engine;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -48,6 +38,10 @@ struct Cli {
     /// running (0: never) [default: 0].
     #[arg(long, env = "BOXD_IDLE_EXIT", value_name = "SECS")]
     idle_exit: Option<u64>,
+    /// The most boxes to hold at once; creates beyond it are refused
+    /// (0: no limit) [default: 1000].
+    #[arg(long, env = "BOXD_MAX_BOXES", value_name = "N")]
+    max_boxes: Option<usize>,
     /// The configuration file [default: $XDG_CONFIG_HOME/boxd/config.toml].
     #[arg(long, env = "BOXD_CONFIG", value_name = "PATH")]
     config: Option<PathBuf>,
@@ -76,6 +70,10 @@ fn settings(cli: &Cli) -> Result<config::Settings, String> {
         home: paths.home,
         engine,
         idle_exit: cli.idle_exit.or(file.idle_exit).unwrap_or(0),
+        max_boxes: cli
+            .max_boxes
+            .or(file.max_boxes)
+            .unwrap_or(config::DEFAULT_MAX_BOXES),
         config_file: from,
     })
 }
@@ -187,15 +185,18 @@ async fn run(
         .map_err(|e| format!("create {}: {e}", paths.home.display()))?;
     let _log_guard = logging::init(&paths.home.join("logs"));
     let _lock = lock::HomeLock::acquire(&paths.home).map_err(|e| e.to_string())?;
+    let open_files = limits::raise();
+    tracing::debug!(open_files, "open-file limit");
 
     let engine = select_engine(EngineChoice::parse(&settings.engine), &paths)?;
     let info = engine.info();
     tracing::info!(engine = info.name, version = %info.version, isolation = info.isolation.as_str(), "engine ready");
     let registry = Arc::new(
-        registry::Registry::open(paths.home.join("boxes"), engine)
+        registry::Registry::open(paths.home.join("boxes"), engine, settings.max_boxes)
             .await
             .map_err(|e| e.to_string())?,
     );
+    registry.watch_ended();
     let execs = execs::Execs::new(registry.clone());
     // A socket the service manager passed is its own: used as it is, never
     // removed.
@@ -218,8 +219,8 @@ async fn run(
         shutdown: shutdown.clone(),
     };
     let api = BoxdServer::new(service)
-        .max_decoding_message_size(64 << 20)
-        .max_encoding_message_size(64 << 20);
+        .max_decoding_message_size(boxd_client::MAX_MESSAGE)
+        .max_encoding_message_size(boxd_client::MAX_MESSAGE);
     let connections = Arc::new(listener::Connections::default());
     let incoming = listener::tracked(listener, connections.clone());
     let stop_serving = shutdown.clone();

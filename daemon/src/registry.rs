@@ -90,6 +90,8 @@ type Slot = tokio::sync::Mutex<BoxRecord>;
 pub struct Registry {
     dir: PathBuf,
     engine: Arc<dyn Engine>,
+    /// `max-boxes` (0: no limit).
+    max_boxes: usize,
     events: broadcast::Sender<v1::BoxEvent>,
     boxes: Mutex<BTreeMap<String, Arc<Slot>>>,
 }
@@ -120,7 +122,7 @@ fn new_id() -> String {
 impl Registry {
     /// Loads every box under `dir` and reconciles it with the engine: a box
     /// recorded as running that the engine no longer runs is stopped.
-    pub async fn open(dir: PathBuf, engine: Arc<dyn Engine>) -> Result<Registry> {
+    pub async fn open(dir: PathBuf, engine: Arc<dyn Engine>, max_boxes: usize) -> Result<Registry> {
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
         let running: Vec<String> = engine
@@ -170,6 +172,7 @@ impl Registry {
         Ok(Registry {
             dir,
             engine,
+            max_boxes,
             events,
             boxes: Mutex::new(boxes),
         })
@@ -222,6 +225,12 @@ impl Registry {
                 match boxes.get(name) {
                     Some(slot) => (slot.clone(), None),
                     None => {
+                        if self.max_boxes > 0 && boxes.len() >= self.max_boxes {
+                            return Err(Error::ResourceExhausted(format!(
+                                "boxd holds {} boxes, its limit (max-boxes); remove some or raise the limit",
+                                boxes.len()
+                            )));
+                        }
                         let id = new_id();
                         let record = BoxRecord {
                             dir: self.dir.join(&id),
@@ -414,6 +423,48 @@ impl Registry {
         out
     }
 
+    /// Records the boxes the engine reports as ended on their own (their
+    /// init killed from outside): such a box is `failed`, with the reason,
+    /// and can be started again.
+    pub fn watch_ended(self: &Arc<Self>) {
+        let Some(mut ended) = self.engine.ended() else {
+            return;
+        };
+        let registry = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while let Some(e) = ended.recv().await {
+                let Some(registry) = registry.upgrade() else {
+                    return;
+                };
+                registry.box_ended(e).await;
+            }
+        });
+    }
+
+    async fn box_ended(&self, ended: crate::engine::Ended) {
+        // Records are found by name; this runs rarely, so a scan will do
+        // (a slot busy with a lifecycle operation is waited for).
+        let slots: Vec<Arc<Slot>> = self
+            .boxes
+            .lock()
+            .expect("registry lock")
+            .values()
+            .cloned()
+            .collect();
+        for slot in slots {
+            let mut guard = slot.lock().await;
+            if guard.id != ended.id || guard.state != State::Running {
+                continue;
+            }
+            guard.state = State::Failed;
+            guard.error = format!("the box ended on its own: {}", ended.reason);
+            if let Err(e) = persist(&guard) {
+                tracing::warn!(box_name = %guard.name, error = %e, "could not record that the box ended");
+            }
+            self.emit(&guard, 0, &guard.error.clone());
+        }
+    }
+
     /// Daemon shutdown. Boxes whose engine keeps them running without the
     /// daemon (BoxLite's detached VMs) are left running, to be found again
     /// at the next start; the others are stopped, and their records say so.
@@ -443,7 +494,15 @@ pub fn persist(record: &BoxRecord) -> Result<()> {
     let path = record.dir.join("box.json");
     let tmp = record.dir.join("box.json.tmp");
     let text = serde_json::to_vec_pretty(record).map_err(|e| Error::Internal(e.to_string()))?;
-    std::fs::write(&tmp, text).map_err(|e| Error::io(format!("write {}", tmp.display()), e))?;
+    let written = std::fs::File::create(&tmp).and_then(|mut f| {
+        std::io::Write::write_all(&mut f, &text)?;
+        f.sync_data()
+    });
+    if let Err(e) = written {
+        // The record as it was stays in place; drop the half-written one.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::io(format!("write {}", tmp.display()), e));
+    }
     std::fs::rename(&tmp, &path).map_err(|e| Error::io(format!("write {}", path.display()), e))
 }
 

@@ -1,7 +1,6 @@
 //! The gRPC service: translates requests into registry and exec calls.
 //! It holds no state of its own and maps every error through `error.rs`.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -48,53 +47,17 @@ impl Service {
         }
     }
 
+    /// Host paths no mount may expose.
+    fn protected(&self) -> [(&'static str, &std::path::Path); 2] {
+        let socket_dir = self.socket.parent().unwrap_or(&self.socket);
+        [
+            ("boxd's state directory", &self.home),
+            ("boxd's socket directory", socket_dir),
+        ]
+    }
+
     fn spec_from_proto(&self, s: v1::BoxSpec) -> Result<registry::BoxSpec> {
-        let image = s.image.trim().to_owned();
-        if image.is_empty() {
-            return Err(Error::InvalidArgument("image is required".into()));
-        }
-        let mut mounts = Vec::with_capacity(s.mounts.len());
-        for m in s.mounts {
-            let guest_path = validate::guest_path("mount guest path", &m.guest_path)?;
-            validate::mount_target(&guest_path)?;
-            let host_path = validate::host_path(&m.host_path, &self.home)?;
-            mounts.push(registry::Mount {
-                host_path,
-                guest_path,
-                read_only: m.read_only,
-            });
-        }
-        let mut env = BTreeMap::new();
-        for (k, v) in s.env {
-            validate::env_var(&k, &v)?;
-            env.insert(k, v);
-        }
-        for host in &s.allow_net {
-            if host.is_empty() || host.len() > 253 || host.contains(char::is_whitespace) {
-                return Err(Error::InvalidArgument(format!(
-                    "invalid allow-net host {host:?}"
-                )));
-            }
-        }
-        let working_dir = match s.working_dir.as_str() {
-            "" => None,
-            d => Some(validate::guest_path("working directory", d)?),
-        };
-        if s.cpus == Some(0) || s.memory_mib == Some(0) || s.disk_size_gb == Some(0) {
-            return Err(Error::InvalidArgument(
-                "cpus, memory and disk size must be positive".into(),
-            ));
-        }
-        Ok(registry::BoxSpec {
-            image,
-            cpus: s.cpus,
-            memory_mib: s.memory_mib,
-            disk_size_gb: s.disk_size_gb,
-            mounts,
-            allow_net: s.allow_net,
-            env,
-            working_dir,
-        })
+        validate::box_spec(s, &self.protected())
     }
 
     /// Serves one `Exec` call: the first request starts or attaches, the

@@ -1,8 +1,129 @@
 //! Checks on everything a client sends, before anything acts on it.
 
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
+use boxd_proto::v1;
+
 use crate::error::{Error, Result};
+use crate::registry::{BoxSpec, Mount};
+
+/// At most this many bytes of environment (names, values) in a box spec
+/// or an exec, and of command line in an exec: the kernel refuses an
+/// `execve` whose arguments and environment pass about 2 MiB, so more
+/// could never run.
+pub const MAX_ENV_BYTES: usize = 1 << 20;
+pub const MAX_ARGV_BYTES: usize = 1 << 20;
+/// At most this many mounts, and allow-net entries, per box.
+pub const MAX_MOUNTS: usize = 64;
+pub const MAX_ALLOW_NET: usize = 256;
+
+/// A whole box spec from a create request, checked and normalized.
+/// `protected` are the host paths no mount may expose ([`host_path`]).
+pub fn box_spec(s: v1::BoxSpec, protected: &[(&str, &Path)]) -> Result<BoxSpec> {
+    // A registry reference or a local layout's path (which may hold spaces).
+    let image = s.image.trim().to_owned();
+    if image.is_empty() {
+        return Err(Error::InvalidArgument("image is required".into()));
+    }
+    if image.len() > 4096 || image.chars().any(char::is_control) {
+        return Err(Error::InvalidArgument(format!(
+            "invalid image {:?}",
+            truncate(&image)
+        )));
+    }
+    if s.mounts.len() > MAX_MOUNTS {
+        return Err(Error::InvalidArgument(format!(
+            "{} mounts asked for; a box may have at most {MAX_MOUNTS}",
+            s.mounts.len()
+        )));
+    }
+    let mut mounts: Vec<Mount> = Vec::with_capacity(s.mounts.len());
+    for m in s.mounts {
+        let guest_path = guest_path("mount guest path", &m.guest_path)?;
+        mount_target(&guest_path)?;
+        if mounts.iter().any(|o| o.guest_path == guest_path) {
+            return Err(Error::InvalidArgument(format!(
+                "two mounts at {guest_path} in one box"
+            )));
+        }
+        let host_path = host_path(&m.host_path, protected)?;
+        mounts.push(Mount {
+            host_path,
+            guest_path,
+            read_only: m.read_only,
+        });
+    }
+    env_size(s.env.iter())?;
+    let mut env = BTreeMap::new();
+    for (k, v) in s.env {
+        env_var(&k, &v)?;
+        env.insert(k, v);
+    }
+    if s.allow_net.len() > MAX_ALLOW_NET {
+        return Err(Error::InvalidArgument(format!(
+            "{} allow-net entries asked for; a box may have at most {MAX_ALLOW_NET}",
+            s.allow_net.len()
+        )));
+    }
+    for host in &s.allow_net {
+        if host.is_empty() || host.len() > 253 || host.contains(char::is_whitespace) {
+            return Err(Error::InvalidArgument(format!(
+                "invalid allow-net host {:?}",
+                truncate(host)
+            )));
+        }
+    }
+    let working_dir = match s.working_dir.as_str() {
+        "" => None,
+        d => Some(guest_path("working directory", d)?),
+    };
+    if s.cpus == Some(0) || s.memory_mib == Some(0) || s.disk_size_gb == Some(0) {
+        return Err(Error::InvalidArgument(
+            "cpus, memory and disk size must be positive".into(),
+        ));
+    }
+    Ok(BoxSpec {
+        image,
+        cpus: s.cpus,
+        memory_mib: s.memory_mib,
+        disk_size_gb: s.disk_size_gb,
+        mounts,
+        allow_net: s.allow_net,
+        env,
+        working_dir,
+    })
+}
+
+/// Everything in an exec request that does not depend on the box.
+pub fn exec_start(req: &v1::ExecStart) -> Result<()> {
+    box_name(&req.box_name)?;
+    command(&req.command, &req.args)?;
+    let argv: usize = req.command.len() + req.args.iter().map(|a| a.len() + 1).sum::<usize>();
+    if argv > MAX_ARGV_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "the command line is {argv} bytes; at most {MAX_ARGV_BYTES} can run"
+        )));
+    }
+    env_size(req.env.iter())?;
+    for (k, v) in &req.env {
+        env_var(k, v)?;
+    }
+    if !req.working_dir.is_empty() {
+        guest_path("working directory", &req.working_dir)?;
+    }
+    Ok(())
+}
+
+fn env_size<'a>(env: impl Iterator<Item = (&'a String, &'a String)>) -> Result<()> {
+    let bytes: usize = env.map(|(k, v)| k.len() + v.len() + 2).sum();
+    if bytes > MAX_ENV_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "the environment is {bytes} bytes; at most {MAX_ENV_BYTES} are allowed"
+        )));
+    }
+    Ok(())
+}
 
 /// Box names: 1 to 64 characters of `[A-Za-z0-9_.-]`, not starting with
 /// `.` or `-`.
@@ -45,9 +166,11 @@ pub fn guest_path(what: &str, path: &str) -> Result<String> {
     Ok(out.to_string_lossy().into_owned())
 }
 
-/// A bind mount's host side: absolute, existing, canonicalized, and not the
-/// daemon's own state directory (nor inside it, nor a parent of it).
-pub fn host_path(path: &str, state_dir: &Path) -> Result<PathBuf> {
+/// A bind mount's host side: absolute, existing, canonicalized (so a
+/// symlink is judged by where it leads), and neither inside nor a parent of
+/// any `protected` path: boxd's state directory (other boxes' files) and
+/// its socket's directory (a box that reached the socket could drive boxd).
+pub fn host_path(path: &str, protected: &[(&str, &Path)]) -> Result<PathBuf> {
     let p = Path::new(path);
     if !p.is_absolute() || path.contains('\0') {
         return Err(Error::InvalidArgument(format!(
@@ -58,15 +181,15 @@ pub fn host_path(path: &str, state_dir: &Path) -> Result<PathBuf> {
     let canon = p
         .canonicalize()
         .map_err(|e| Error::InvalidArgument(format!("mount host path {path:?}: {e}")))?;
-    let state = state_dir
-        .canonicalize()
-        .unwrap_or_else(|_| state_dir.to_path_buf());
-    if canon.starts_with(&state) || state.starts_with(&canon) {
-        return Err(Error::InvalidArgument(format!(
-            "mount host path {} would expose boxd's state directory {}",
-            canon.display(),
-            state.display()
-        )));
+    for (what, dir) in protected {
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+        if canon.starts_with(&dir) || dir.starts_with(&canon) {
+            return Err(Error::InvalidArgument(format!(
+                "mount host path {} would expose {what} {}",
+                canon.display(),
+                dir.display()
+            )));
+        }
     }
     Ok(canon)
 }
@@ -203,12 +326,24 @@ mod tests {
     fn host_paths() {
         let state = tempfile::tempdir().unwrap();
         let other = tempfile::tempdir().unwrap();
-        assert!(host_path(other.path().to_str().unwrap(), state.path()).is_ok());
-        assert!(host_path(state.path().to_str().unwrap(), state.path()).is_err());
-        let parent = state.path().parent().unwrap();
-        assert!(host_path(parent.to_str().unwrap(), state.path()).is_err());
-        assert!(host_path("/definitely/not/here", state.path()).is_err());
-        assert!(host_path("rel/path", state.path()).is_err());
+        let run = tempfile::tempdir().unwrap();
+        let protected = [
+            ("boxd's state directory", state.path()),
+            ("boxd's socket directory", run.path()),
+        ];
+        let check = |p: &Path| host_path(p.to_str().unwrap(), &protected);
+        assert!(check(other.path()).is_ok());
+        assert!(check(state.path()).is_err());
+        assert!(check(&state.path().join("..")).is_err());
+        assert!(check(state.path().parent().unwrap()).is_err());
+        let err = check(run.path()).unwrap_err().to_string();
+        assert!(err.contains("socket directory"), "{err}");
+        // A symlink is judged by where it leads.
+        let link = other.path().join("sneaky");
+        std::os::unix::fs::symlink(run.path(), &link).unwrap();
+        assert!(check(&link).is_err());
+        assert!(host_path("/definitely/not/here", &protected).is_err());
+        assert!(host_path("rel/path", &protected).is_err());
     }
 
     #[test]

@@ -68,6 +68,12 @@ pub fn busybox_layout(dir: &Path) -> PathBuf {
 }
 
 /// The host's busybox, which must be statically linked to run inside an image.
+/// The static busybox binary the test image is made from (also handy on
+/// the host, for the same tool inside and outside a box).
+pub fn busybox_binary() -> PathBuf {
+    find_busybox()
+}
+
 fn find_busybox() -> PathBuf {
     let path = BUSYBOX_PATHS
         .iter()
@@ -265,6 +271,15 @@ fn oci_arch() -> &'static str {
 pub fn file_layer(path: &str, data: &[u8]) -> Vec<u8> {
     let mut tar = tar::Builder::new(Vec::new());
     file_entry(&mut tar, path, 0o644, data);
+    tar.into_inner().expect("finish a layer")
+}
+
+/// An uncompressed layer holding symlinks: `(path, target)`.
+pub fn symlink_layer(links: &[(&str, &str)]) -> Vec<u8> {
+    let mut tar = tar::Builder::new(Vec::new());
+    for (path, target) in links {
+        symlink_entry(&mut tar, path, target);
+    }
     tar.into_inner().expect("finish a layer")
 }
 

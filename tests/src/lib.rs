@@ -51,6 +51,9 @@ pub fn busybox() -> PathBuf {
 /// A running `boxd` on its own temporary socket and home.
 pub struct Daemon {
     child: Option<Child>,
+    /// When set, the home is a tmpfs of this size, mounted in a mount
+    /// namespace of boxd's own (so a full disk can be tested).
+    tmpfs_home: Option<String>,
     engine: &'static str,
     env: Vec<(String, String)>,
     pub dir: tempfile::TempDir,
@@ -79,6 +82,7 @@ impl Daemon {
         let home = dir.path().join("home");
         let mut d = Daemon {
             child: None,
+            tmpfs_home: None,
             engine,
             env,
             dir,
@@ -89,9 +93,51 @@ impl Daemon {
         d
     }
 
+    /// A namespace-engine daemon whose home is a tmpfs of `size` (`16m`),
+    /// visible only to boxd: `unshare --mount` (with `--user` when not
+    /// root) mounts it just before boxd starts.
+    pub fn with_tmpfs_home(size: &str) -> Daemon {
+        let dir = tempfile::Builder::new()
+            .prefix("boxd-test-")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let socket = dir.path().join("run").join("boxd.sock");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let mut d = Daemon {
+            child: None,
+            tmpfs_home: Some(size.to_owned()),
+            engine: "namespace",
+            env: Vec::new(),
+            dir,
+            socket,
+            home,
+        };
+        d.spawn();
+        d
+    }
+
     /// Starts boxd on this socket and home and waits until it answers.
     fn spawn(&mut self) {
-        let child = self.command().spawn().expect("spawn boxd");
+        let mut cmd = self.command();
+        if let Some(size) = &self.tmpfs_home {
+            let boxd = cmd;
+            cmd = Command::new("unshare");
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } != 0 {
+                cmd.args(["--user", "--map-current-user"]);
+            }
+            cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+                .arg(format!(
+                    "mount -t tmpfs -o size={size},mode=0700 boxd-home \"$0\" && exec \"$@\""
+                ))
+                .arg(&self.home)
+                .arg(boxd.get_program())
+                .args(boxd.get_args())
+                .envs(boxd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+                .stdin(Stdio::null());
+        }
+        let child = cmd.spawn().expect("spawn boxd");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -167,6 +213,13 @@ impl Daemon {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// Kills boxd with SIGKILL, as a crash would, and reaps it.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("running");
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     pub fn restart(&mut self) {

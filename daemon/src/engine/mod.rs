@@ -188,8 +188,17 @@ pub struct ExecSpec {
 pub struct ExitStatus {
     pub code: Option<i32>,
     pub signal: Option<i32>,
-    /// The engine could not run the command at all.
+    /// The engine could not run the command at all, or the command was
+    /// ended by its box ending.
     pub error: Option<String>,
+}
+
+/// A box that ended without being asked to (its init killed from outside,
+/// its VM gone).
+#[derive(Debug, Clone)]
+pub struct Ended {
+    pub id: String,
+    pub reason: String,
 }
 
 /// Signals and resizes for a running process. Shared between the tasks of
@@ -274,4 +283,10 @@ pub trait Engine: Send + Sync + 'static {
 
     /// Stops every box the engine runs, before the daemon exits.
     async fn shutdown(&self);
+
+    /// Reports of boxes that ended on their own, for the registry to
+    /// record. Taken once; `None` from an engine that cannot tell.
+    fn ended(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Ended>> {
+        None
+    }
 }

@@ -13,7 +13,9 @@
 //! - a box's files live in `BOX/rootfs`, a private copy of the cached image,
 //!   and survive stop, start and daemon restarts until the box is removed.
 
+mod confine;
 pub mod nsexec;
+pub mod options;
 mod sandbox;
 
 use std::collections::HashMap;
@@ -22,7 +24,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::{Created, Engine, EngineBox, EngineInfo, ExecSpec, Images, InUse, Isolation, Process};
+use super::{
+    Created, Ended, Engine, EngineBox, EngineInfo, ExecSpec, Images, InUse, Isolation, Process,
+};
 use crate::error::{Error, Result};
 use crate::image::ImageConfig;
 use crate::image::local::LocalImages;
@@ -35,13 +39,24 @@ pub struct NamespaceEngine {
     info: EngineInfo,
     bwrap: PathBuf,
     images: LocalImages,
-    running: Mutex<HashMap<String, Running>>,
+    running: Arc<Mutex<HashMap<String, Running>>>,
+    ended_tx: tokio::sync::mpsc::UnboundedSender<Ended>,
+    ended_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Ended>>>,
 }
 
 /// A started box and the image defaults its execs use.
 struct Running {
     sandbox: Sandbox,
     config: Arc<ImageConfig>,
+}
+
+/// The box to join for an exec, and how to tell that it ended.
+struct Target {
+    join: nsexec::Target,
+    config: Arc<ImageConfig>,
+    /// The box's pid 1, and how to tell that it ended.
+    pid1: i32,
+    ended: tokio::sync::watch::Receiver<Option<String>>,
 }
 
 impl NamespaceEngine {
@@ -76,11 +91,14 @@ impl NamespaceEngine {
             create_warning: None,
             boxes_outlive_daemon: false,
         };
+        let (ended_tx, ended_rx) = tokio::sync::mpsc::unbounded_channel();
         Ok(NamespaceEngine {
             info,
             bwrap,
             images: LocalImages::new(home.join("images")),
-            running: Mutex::new(HashMap::new()),
+            running: Arc::default(),
+            ended_tx,
+            ended_rx: Mutex::new(Some(ended_rx)),
         })
     }
 
@@ -94,16 +112,47 @@ impl NamespaceEngine {
     }
 
     /// The running box to join, and its image's defaults.
-    fn target(&self, id: &str) -> Result<(nsexec::Target, Arc<ImageConfig>)> {
+    fn target(&self, id: &str) -> Result<Target> {
         let running = self.running.lock().expect("sandbox table");
         let r = running
             .get(id)
             .ok_or_else(|| Error::FailedPrecondition("the box is not running".into()))?;
-        let target = nsexec::Target {
-            pid: r.sandbox.pid,
-            join_net: !r.sandbox.shares_host_net,
-        };
-        Ok((target, r.config.clone()))
+        Ok(Target {
+            join: nsexec::Target {
+                pid: r.sandbox.pid,
+                join_net: !r.sandbox.shares_host_net,
+            },
+            config: r.config.clone(),
+            pid1: r.sandbox.pid1,
+            ended: r.sandbox.ended(),
+        })
+    }
+
+    /// Forgets a box whose sandbox ended without a stop, and reports it.
+    /// A stop removes the box from the table first, so it is not reported.
+    fn watch_box(
+        &self,
+        id: String,
+        init_pid: i32,
+        mut ended: tokio::sync::watch::Receiver<Option<String>>,
+    ) {
+        let running = self.running.clone();
+        let report = self.ended_tx.clone();
+        tokio::spawn(async move {
+            let reason = match ended.wait_for(Option::is_some).await {
+                Ok(r) => r.clone().unwrap_or_default(),
+                Err(_) => return,
+            };
+            let gone = {
+                let mut table = running.lock().expect("sandbox table");
+                let ours = table.get(&id).is_some_and(|r| r.sandbox.pid == init_pid);
+                ours.then(|| table.remove(&id))
+            };
+            if gone.is_some() {
+                tracing::warn!(box_id = %id, %reason, "box ended");
+                let _ = report.send(Ended { id, reason });
+            }
+        });
     }
 }
 
@@ -150,9 +199,13 @@ impl Engine for NamespaceEngine {
             .await
             .map_err(|e| Error::io("run cp", e))?;
         if !out.status.success() {
+            let why = String::from_utf8_lossy(&out.stderr);
+            if why.contains("No space left") || why.contains("Disk quota exceeded") {
+                return Err(Error::no_space("copying the image into the box"));
+            }
             return Err(Error::Internal(format!(
                 "copying the image into the box failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
+                why.trim()
             )));
         }
         let config =
@@ -193,6 +246,7 @@ impl Engine for NamespaceEngine {
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
         let sandbox = Sandbox::start(&self.bwrap, record, &rootfs(record)).await?;
+        let (init_pid, ended) = (sandbox.pid, sandbox.ended());
         let running = Running {
             sandbox,
             config: Arc::new(config),
@@ -201,6 +255,7 @@ impl Engine for NamespaceEngine {
             .lock()
             .expect("sandbox table")
             .insert(record.id.clone(), running);
+        self.watch_box(record.id.clone(), init_pid, ended);
         Ok(())
     }
 
@@ -235,7 +290,12 @@ impl Engine for NamespaceEngine {
     }
 
     async fn exec(&self, record: &BoxRecord, spec: ExecSpec) -> Result<Process> {
-        let (target, config) = self.target(&record.id)?;
+        let Target {
+            join,
+            config,
+            pid1,
+            ended,
+        } = self.target(&record.id)?;
         let mut env = config.env.clone();
         for (k, v) in spec.env {
             env.retain(|(key, _)| *key != k);
@@ -248,8 +308,8 @@ impl Engine for NamespaceEngine {
             .filter(|d| !d.is_empty())
             .or(config.working_dir.clone().filter(|d| !d.is_empty()))
             .unwrap_or_else(|| "/".into());
-        nsexec::spawn(
-            target,
+        let mut process = nsexec::spawn(
+            join,
             &spec.command,
             &spec.args,
             env,
@@ -257,7 +317,20 @@ impl Engine for NamespaceEngine {
             spec.stdin,
             spec.tty,
         )
-        .await
+        .await?;
+        let exit = process.exit;
+        process.exit = Box::pin(async move {
+            let mut status = exit.await;
+            if status.signal.is_some() && status.error.is_none() {
+                status.error = box_ended(pid1, ended).await;
+            }
+            status
+        });
+        Ok(process)
+    }
+
+    fn ended(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Ended>> {
+        self.ended_rx.lock().expect("ended receiver").take()
     }
 
     async fn shutdown(&self) {
@@ -272,6 +345,33 @@ impl Engine for NamespaceEngine {
             sb.stop(true).await;
         }
     }
+}
+
+/// Why a command killed by a signal died, when it was its box ending: the
+/// box's pid 1 is gone (it goes first), and the sandbox's watcher says how
+/// (it may take a moment to hear of it). `None` while the box runs.
+async fn box_ended(
+    pid1: i32,
+    mut ended: tokio::sync::watch::Receiver<Option<String>>,
+) -> Option<String> {
+    if ended.borrow().is_none() && alive(pid1) {
+        return None;
+    }
+    let wait = ended.wait_for(Option::is_some);
+    match tokio::time::timeout(std::time::Duration::from_secs(2), wait).await {
+        Ok(Ok(reason)) => reason
+            .clone()
+            .map(|r| format!("the command was killed because its box ended: {r}")),
+        _ => None,
+    }
+}
+
+/// Whether a process exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s.rsplit_once(") ")?.1.chars().next()? != 'Z'))
+        .unwrap_or(false)
 }
 
 /// Deletes a box directory, making read-only directories writable first

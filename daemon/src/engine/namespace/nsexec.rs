@@ -11,6 +11,10 @@
 //! - `fail CODE MESSAGE`: it could not run (126 cannot execute, 127 not
 //!   found), before or after the fork.
 //!
+//! The command runs confined exactly as the box's own processes are
+//! ([`super::confine`]): no capabilities, `no_new_privs`, the seccomp
+//! filter.
+//!
 //! The command's stdio is the helper's, handed over untouched, so output
 //! never passes through the helper. The helper dies with the daemon
 //! (`PR_SET_PDEATHSIG`) and the command dies with the helper.
@@ -125,6 +129,7 @@ pub async fn spawn(
         cmd.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             libc::umask(0o022);
+            crate::limits::restore_in_child();
             if status_raw == STATUS_FD {
                 libc::fcntl(STATUS_FD, libc::F_SETFD, 0);
             } else if libc::dup2(status_raw, STATUS_FD) < 0 {
@@ -309,6 +314,9 @@ fn run_helper(
         .collect::<std::result::Result<_, _>>()?;
 
     enter_box(pid, join_net, &working_dir)?;
+    // Compiled (allocated) before the fork: the child may only make raw
+    // system calls.
+    let filters = super::confine::filters().map_err(|e| (126, e))?;
 
     let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| (126, format!("pipe: {e}")))?;
@@ -326,8 +334,13 @@ fn run_helper(
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 libc::close(STATUS_FD);
             }
-            let e = nix::unistd::execvp(&argv[0], &argv).unwrap_err();
-            let _ = nix::unistd::write(&err_w, &(e as i32).to_ne_bytes());
+            // Joining the box's user namespace gave this process every
+            // capability in it: give them all up before the command runs.
+            let failed = match super::confine::drop_everything(filters) {
+                Err(step) => step,
+                Ok(()) => nix::unistd::execvp(&argv[0], &argv).unwrap_err() as i32,
+            };
+            let _ = nix::unistd::write(&err_w, &failed.to_ne_bytes());
             // SAFETY: leaving the forked child without running destructors.
             unsafe { libc::_exit(127) }
         }
@@ -340,7 +353,11 @@ fn run_helper(
             let n = nix::unistd::read(&err_r, &mut buf).unwrap_or(0);
             if n == 4 {
                 let _ = nix::sys::wait::waitpid(child, None);
-                let errno = nix::errno::Errno::from_raw(i32::from_ne_bytes(buf));
+                let failed = i32::from_ne_bytes(buf);
+                if let Some(step) = super::confine::step_message(failed) {
+                    return Err((126, format!("confining the command failed: {step}")));
+                }
+                let errno = nix::errno::Errno::from_raw(failed);
                 let code = if errno == nix::errno::Errno::ENOENT {
                     127
                 } else {

@@ -14,16 +14,18 @@ use crate::registry::BoxRecord;
 /// The static init, built by `build.rs` from `init.c`.
 static INIT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/boxd-init"));
 
-/// Where the init's memfd and bwrap's info pipe sit in the bwrap process.
-const INIT_FD: i32 = 10;
-const INFO_FD: i32 = 11;
+use super::options::{self, INFO_FD, INIT_FD, SECCOMP_FDS};
 /// How long processes get to end on SIGTERM before a stop kills them.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
 pub struct Sandbox {
-    child: Child,
-    /// Host pid of the box's pid 1 (bwrap's reaper).
-    pid1: i32,
+    /// Asks the watcher to kill bwrap (a stop).
+    kill: Option<tokio::sync::oneshot::Sender<()>>,
+    /// `None` while bwrap runs; then why the box ended.
+    ended: tokio::sync::watch::Receiver<Option<String>>,
+    /// Host pid of the box's pid 1 (bwrap's reaper): the first process to
+    /// go when the box ends.
+    pub pid1: i32,
     /// Host pid of the box's init: it runs once the box is fully set up,
     /// and execs join its namespaces and root.
     pub pid: i32,
@@ -57,40 +59,41 @@ fn init_memfd() -> Result<&'static OwnedFd> {
     .map_err(|e| Error::Internal(format!("preparing the box init: {e}")))
 }
 
+/// A seccomp program in a fresh memfd, read from the start by bwrap (a
+/// fresh one per box: reading moves the shared file offset).
+fn program_memfd(program: &seccompiler::BpfProgram) -> Result<OwnedFd> {
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    let fd = memfd_create(c"boxd-seccomp", MFdFlags::MFD_CLOEXEC)
+        .map_err(|e| Error::io("memfd_create", e.into()))?;
+    let mut file = std::fs::File::from(fd);
+    std::io::Write::write_all(&mut file, &super::confine::program_bytes(program))
+        .map_err(|e| Error::io("write seccomp program", e))?;
+    std::io::Seek::rewind(&mut file).map_err(|e| Error::io("rewind seccomp program", e))?;
+    Ok(OwnedFd::from(file))
+}
+
 impl Sandbox {
     pub async fn start(bwrap: &Path, record: &BoxRecord, rootfs: &Path) -> Result<Sandbox> {
         let init = init_memfd()?;
         let shares_host_net = !record.spec.allow_net.is_empty();
+        let mounts = options::resolve_mounts(rootfs, &record.spec)?;
         let mut cmd = tokio::process::Command::new(bwrap);
-        cmd.args(["--unshare-user", "--uid", "0", "--gid", "0"])
-            .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts"]);
-        if !shares_host_net {
-            cmd.arg("--unshare-net");
-        }
-        cmd.arg("--die-with-parent")
-            .arg("--bind")
-            .arg(rootfs)
-            .arg("/")
-            .args(["--proc", "/proc", "--dev", "/dev", "--hostname"])
-            .arg(&record.name);
-        if shares_host_net {
-            cmd.args(["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]);
-        }
-        for m in &record.spec.mounts {
-            cmd.arg(if m.read_only { "--ro-bind" } else { "--bind" })
-                .arg(&m.host_path)
-                .arg(&m.guest_path);
-        }
-        cmd.args([
-            "--info-fd",
-            &INFO_FD.to_string(),
-            "--",
-            &format!("/proc/self/fd/{INIT_FD}"),
-        ]);
+        cmd.args(options::bwrap_args(
+            &record.name,
+            &record.spec,
+            rootfs,
+            &mounts,
+        ));
 
         let (info_r, info_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| Error::io("pipe", e.into()))?;
+        let filters = super::confine::filters().map_err(Error::Internal)?;
+        let seccomp = [
+            program_memfd(&filters.clone3)?,
+            program_memfd(&filters.deny)?,
+        ];
         let (init_raw, info_raw) = (init.as_raw_fd(), info_w.as_raw_fd());
+        let seccomp_raw = [seccomp[0].as_raw_fd(), seccomp[1].as_raw_fd()];
         cmd.stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
@@ -100,7 +103,14 @@ impl Sandbox {
             cmd.pre_exec(move || {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 libc::umask(0o022);
-                for (from, to) in [(init_raw, INIT_FD), (info_raw, INFO_FD)] {
+                crate::limits::restore_in_child();
+                let fds = [
+                    (init_raw, INIT_FD),
+                    (info_raw, INFO_FD),
+                    (seccomp_raw[0], SECCOMP_FDS[0]),
+                    (seccomp_raw[1], SECCOMP_FDS[1]),
+                ];
+                for (from, to) in fds {
                     if libc::dup2(from, to) < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
@@ -152,8 +162,10 @@ impl Sandbox {
                 tracing::warn!(box_name = %name, stderr = %err.trim(), "bubblewrap");
             }
         });
+        let (kill, ended) = watch(child);
         Ok(Sandbox {
-            child,
+            kill: Some(kill),
+            ended,
             pid1,
             pid: init_pid,
             shares_host_net,
@@ -171,7 +183,10 @@ impl Sandbox {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
-        let _ = self.child.kill().await;
+        if let Some(kill) = self.kill.take() {
+            let _ = kill.send(());
+        }
+        let _ = self.ended.wait_for(Option::is_some).await;
         // bwrap's pid 1 dies with it; wait until the namespace is gone.
         let gone = Path::new("/proc").join(self.pid1.to_string());
         for _ in 0..250 {
@@ -179,6 +194,55 @@ impl Sandbox {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Resolves with the reason once the box has ended, whether stopped or
+    /// killed from outside.
+    pub fn ended(&self) -> tokio::sync::watch::Receiver<Option<String>> {
+        self.ended.clone()
+    }
+}
+
+/// Owns bwrap until it exits: kills it when asked (a stop), and publishes
+/// why the box ended either way.
+fn watch(
+    mut child: Child,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::sync::watch::Receiver<Option<String>>,
+) {
+    let (kill_tx, kill_rx) = tokio::sync::oneshot::channel::<()>();
+    let (ended_tx, ended_rx) = tokio::sync::watch::channel(None);
+    tokio::spawn(async move {
+        let reason = tokio::select! {
+            status = child.wait() => {
+                let how = match status {
+                    Ok(s) => match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
+                        (_, Some(sig)) => format!("bubblewrap was killed by signal {sig}"),
+                        (Some(code), _) => format!("bubblewrap exited with status {code}"),
+                        _ => format!("bubblewrap ended: {s}"),
+                    },
+                    Err(e) => format!("waiting for bubblewrap failed: {e}"),
+                };
+                format!("its init was killed or exited ({how})")
+            }
+            _ = kill_rx => {
+                let _ = child.kill().await;
+                "it was stopped".to_owned()
+            }
+        };
+        let _ = ended_tx.send(Some(reason));
+    });
+    (kill_tx, ended_rx)
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        // A sandbox dropped without `stop` (daemon shutdown paths) still
+        // takes its box down.
+        if let Some(kill) = self.kill.take() {
+            let _ = kill.send(());
         }
     }
 }
