@@ -89,7 +89,7 @@ impl ExecStream {
     /// The next event; `None` after the exit (or if the daemon went away
     /// without one, which is reported as an error instead).
     pub async fn next(&mut self) -> Result<Option<ExecEvent>, Status> {
-        match self.responses.message().await? {
+        match self.responses.message().await.map_err(crate::lost_daemon)? {
             None => Err(Status::unavailable(
                 "boxd ended the exec stream without an exit",
             )),

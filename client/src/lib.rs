@@ -73,6 +73,19 @@ pub fn status_message(s: &boxd_proto::tonic::Status) -> String {
     s.message().to_owned()
 }
 
+/// A status made here from a broken connection (it carries its transport
+/// error as a source; statuses from boxd never do) becomes one that says
+/// what happened; any other passes unchanged.
+pub fn lost_daemon(s: boxd_proto::tonic::Status) -> boxd_proto::tonic::Status {
+    if std::error::Error::source(&s).is_none() {
+        return s;
+    }
+    boxd_proto::tonic::Status::unavailable(format!(
+        "lost the connection to boxd (it stopped or crashed): {}",
+        s.message()
+    ))
+}
+
 /// Connects to the daemon listening on `socket` and checks that it speaks
 /// this client's protocol version.
 ///

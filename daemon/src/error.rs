@@ -93,9 +93,15 @@ impl From<crate::image::ImageError> for Error {
     }
 }
 
-/// ENOSPC or EDQUOT.
+/// ENOSPC or EDQUOT, also when wrapped (the tar crate wraps the error of
+/// a failed unpack in one of its own, keeping the kind).
 pub fn is_no_space(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
     matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+        || matches!(e.kind(), ErrorKind::StorageFull | ErrorKind::QuotaExceeded)
+        || e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<std::io::Error>())
+            .is_some_and(is_no_space)
 }
 
 #[cfg(test)]

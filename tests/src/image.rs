@@ -257,6 +257,11 @@ fn write(path: &Path, bytes: &[u8]) {
     fs::write(path, bytes).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
 }
 
+/// The OCI name of this host's architecture (`amd64`, `arm64`).
+pub fn host_arch() -> &'static str {
+    oci_arch()
+}
+
 /// The OCI name of this host's architecture.
 fn oci_arch() -> &'static str {
     match std::env::consts::ARCH {

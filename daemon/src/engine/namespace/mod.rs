@@ -354,7 +354,7 @@ async fn box_ended(
     pid1: i32,
     mut ended: tokio::sync::watch::Receiver<Option<String>>,
 ) -> Option<String> {
-    if ended.borrow().is_none() && alive(pid1) {
+    if ended.borrow().is_none() && sandbox::process_alive(pid1) {
         return None;
     }
     let wait = ended.wait_for(Option::is_some);
@@ -364,14 +364,6 @@ async fn box_ended(
             .map(|r| format!("the command was killed because its box ended: {r}")),
         _ => None,
     }
-}
-
-/// Whether a process exists and is not a zombie.
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| Some(s.rsplit_once(") ")?.1.chars().next()? != 'Z'))
-        .unwrap_or(false)
 }
 
 /// Deletes a box directory, making read-only directories writable first

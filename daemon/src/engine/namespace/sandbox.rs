@@ -187,10 +187,12 @@ impl Sandbox {
             let _ = kill.send(());
         }
         let _ = self.ended.wait_for(Option::is_some).await;
-        // bwrap's pid 1 dies with it; wait until the namespace is gone.
-        let gone = Path::new("/proc").join(self.pid1.to_string());
+        // bwrap's pid 1 dies with it; wait until the namespace is gone. An
+        // exiting pid 1 first waits for every process of its namespace, so
+        // once it is a zombie (waiting for the system to reap it: it is
+        // not our child), the box is empty.
         for _ in 0..250 {
-            if !gone.exists() {
+            if !process_alive(self.pid1) {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -267,6 +269,14 @@ async fn wait_for_init(pid1: i32) -> Option<i32> {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     None
+}
+
+/// Whether a process exists and is not a zombie.
+pub fn process_alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s.rsplit_once(") ")?.1.chars().next()? != 'Z'))
+        .unwrap_or(false)
 }
 
 /// Host pids of the processes in the box's pid namespace, bwrap's pid 1

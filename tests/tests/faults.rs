@@ -1,0 +1,549 @@
+//! Faults: a crashed daemon, killed clients, a full disk, a stale socket
+//! and lock, a box's init killed from outside. Run with `make faults`; each
+//! test prints what it observed (`--nocapture`), which docs/reliability.md
+//! records.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use boxd_tests::*;
+
+fn ppid(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
+}
+
+/// Every process that runs (zombies, dead and waiting to be reaped by
+/// whoever inherited them, are not counted).
+fn all_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                s.rsplit_once(") ")
+                    .is_some_and(|(_, r)| !r.starts_with('Z'))
+            })
+        })
+        .collect()
+}
+
+fn pid_ns(pid: i32) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()
+}
+
+/// The boxes of daemon `boxd`: for each `bwrap` it started, the box's
+/// pid 1 and the box's pid namespace.
+fn boxes_of(boxd: i32) -> Vec<(String, i32, PathBuf)> {
+    let pids = all_pids();
+    let mut out = Vec::new();
+    for bwrap in pids.iter().copied().filter(|p| ppid(*p) == Some(boxd)) {
+        let cmdline = std::fs::read_to_string(format!("/proc/{bwrap}/cmdline")).unwrap_or_default();
+        let words: Vec<&str> = cmdline.split('\0').collect();
+        let Some(i) = words.iter().position(|w| *w == "--hostname") else {
+            continue;
+        };
+        for pid1 in pids.iter().copied().filter(|p| ppid(*p) == Some(bwrap)) {
+            if let Some(ns) = pid_ns(pid1) {
+                out.push((words[i + 1].to_owned(), pid1, ns));
+            }
+        }
+    }
+    out
+}
+
+/// Every process a daemon owns: its children (bubblewrap, exec helpers)
+/// and everything in its boxes' pid namespaces.
+fn owned_processes(boxd: i32, spaces: &[PathBuf]) -> Vec<i32> {
+    all_pids()
+        .into_iter()
+        .filter(|p| ppid(*p) == Some(boxd) || pid_ns(*p).is_some_and(|ns| spaces.contains(&ns)))
+        .collect()
+}
+
+/// Whether a process with this command line runs in one of the spaces.
+fn running_in(spaces: &[PathBuf], cmdline: &str) -> bool {
+    all_pids().into_iter().any(|p| {
+        pid_ns(p).is_some_and(|ns| spaces.contains(&ns))
+            && std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|l| l.replace('\0', " ").trim_end() == cmdline)
+    })
+}
+
+/// Waits until `cond` holds; returns how long that took, or panics with
+/// `what` after `limit`.
+fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) -> Duration {
+    let begin = Instant::now();
+    while !cond() {
+        assert!(begin.elapsed() < limit, "{what} (waited {limit:?})");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    begin.elapsed()
+}
+
+/// Waits for a child with a deadline; panics if it hangs.
+fn wait_child(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {
+    let begin = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if begin.elapsed() > limit {
+            let _ = child.kill();
+            panic!("{what} hung for {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn stderr_of(child: &mut Child) -> String {
+    let mut s = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut s);
+    }
+    s
+}
+
+const STREAM: &str = "while :; do echo streaming-output-line; done";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_with_fifty_streaming_execs_loses_no_box_and_hangs_no_client() {
+    let mut d = Daemon::start();
+    let mut c = d.client().await;
+    let boxes: Vec<String> = (0..5).map(|i| format!("crash-{i}")).collect();
+    for b in &boxes {
+        up(&mut c, b, busybox_spec()).await;
+        sh(
+            &mut c,
+            b,
+            &format!("echo kept-{b} > /kept; mkdir -p /data/deep; echo {b} > /data/deep/file"),
+        )
+        .await;
+    }
+
+    // 50 streaming execs through every client: 30 `boxctl exec`, 10
+    // `harness-box-exec`, 10 in one `boxctl jsonl` driver.
+    let mut clients: Vec<(String, Child)> = Vec::new();
+    for i in 0..30 {
+        let child = d
+            .boxctl()
+            .args(["exec", &boxes[i % 5], "--", "sh", "-c", STREAM])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        clients.push((format!("boxctl exec #{i}"), child));
+    }
+    for i in 0..10 {
+        let child = d
+            .proxy()
+            .args(["--box", &boxes[i % 5], "--", "sh", "-c", STREAM])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        clients.push((format!("harness-box-exec #{i}"), child));
+    }
+    let mut jsonl = Jsonl::start(&d.socket);
+    let mut exec_ids = Vec::new();
+    for i in 0..10u64 {
+        let reply = jsonl.call(
+            100 + i,
+            "box.exec",
+            serde_json::json!({"name": boxes[i as usize % 5], "command": "sh", "args": ["-c", STREAM]}),
+        );
+        exec_ids.push(reply["result"]["execId"].as_str().unwrap().to_owned());
+    }
+    let execs = wait_until(Duration::from_secs(30), "50 execs running", || {
+        let n: usize = boxes
+            .iter()
+            .map(|b| {
+                let out = d.boxctl().args(["inspect", b, "--json"]).output().unwrap();
+                let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+                v["runningExecs"].as_u64().unwrap_or(0) as usize
+            })
+            .sum();
+        n >= 50
+    });
+    let boxd = d.pid() as i32;
+    let spaces: Vec<PathBuf> = boxes_of(boxd).into_iter().map(|b| b.2).collect();
+    assert_eq!(spaces.len(), 5);
+    let before = owned_processes(boxd, &spaces);
+    assert!(
+        before.len() >= 100,
+        "50 helpers, 50 commands, 5 boxes: {}",
+        before.len()
+    );
+    println!(
+        "50 execs streaming after {execs:?}; {} box processes",
+        before.len()
+    );
+
+    let killed_at = Instant::now();
+    d.kill();
+
+    // Every client ends with a clear error, none hangs.
+    for (what, child) in &mut clients {
+        let status = wait_child(child, Duration::from_secs(20), what);
+        let err = stderr_of(child);
+        assert_eq!(status.code(), Some(125), "{what}: {status} {err}");
+        assert!(
+            err.contains("lost the connection to boxd (it stopped or crashed)"),
+            "{what} said: {err}"
+        );
+    }
+    let clients_done = killed_at.elapsed();
+    let mut ended = std::collections::BTreeSet::new();
+    while ended.len() < exec_ids.len() {
+        let f = jsonl.next_frame();
+        if f["type"] == "exit" {
+            let msg = f["errorMessage"].as_str().unwrap_or_default();
+            assert!(
+                msg.contains("lost the connection to boxd"),
+                "an exec ended by the crash says why: {f}"
+            );
+            ended.insert(f["execId"].as_str().unwrap().to_owned());
+        }
+    }
+    println!("every client reported the crash within {clients_done:?} of the SIGKILL");
+
+    // No box process outlives its daemon.
+    let gone = wait_until(
+        Duration::from_secs(10),
+        "box processes outlived boxd",
+        || owned_processes(boxd, &spaces).is_empty(),
+    );
+    println!(
+        "all {} box processes gone {gone:?} after the SIGKILL",
+        before.len()
+    );
+
+    // The next daemon (stale socket, stale lock) lists every box, files intact.
+    d.restart();
+    let mut c = d.client().await;
+    let list = c
+        .list_boxes(v1::ListBoxesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .boxes;
+    assert_eq!(list.len(), 5, "{list:?}");
+    for info in &list {
+        assert_eq!(info.state, v1::BoxState::Stopped as i32, "{info:?}");
+    }
+    for b in &boxes {
+        c.start_box(v1::StartBoxRequest { name: b.clone() })
+            .await
+            .unwrap();
+        let got = sh(&mut c, b, "cat /kept /data/deep/file").await;
+        assert_eq!(got, format!("kept-{b}\n{b}\n"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stale_socket_and_lock_after_a_crash_need_no_manual_step() {
+    let mut d = Daemon::start();
+    let pid = d.pid();
+    d.kill();
+    assert!(d.socket.exists(), "a crash leaves the socket file behind");
+    let lock = std::fs::read_to_string(d.home.join("boxd.lock")).unwrap();
+    assert!(
+        lock.contains(&pid.to_string()),
+        "and the lock names the dead daemon: {lock}"
+    );
+
+    // A client that starts the daemon on demand.
+    let out = d
+        .proxy()
+        .env("BOXD_ENGINE", "namespace")
+        .args(["--box", "after-crash", "--image"])
+        .arg(busybox())
+        .args(["--", "echo", "up"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "up\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = d
+        .boxctl()
+        .args(["daemon", "status", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let new_pid = v["daemon"]["pid"].as_u64().unwrap();
+    assert_ne!(new_pid, pid as u64);
+    // Stop that daemon so the next start is ours again.
+    let out = d.boxctl().args(["daemon", "stop"]).output().unwrap();
+    assert!(out.status.success());
+    // And the plain start over a stale socket and lock, again.
+    d.restart();
+    d.kill();
+    d.restart();
+    let mut c = d.client().await;
+    c.start_box(v1::StartBoxRequest {
+        name: "after-crash".into(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(sh(&mut c, "after-crash", "echo again").await, "again\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_client_has_its_exec_reaped() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    up(&mut c, "reap", busybox_spec()).await;
+    let spaces: Vec<PathBuf> = boxes_of(d.pid() as i32).into_iter().map(|b| b.2).collect();
+    let sleeping = |c: &str| running_in(&spaces, c);
+    let clients: [(&str, Box<dyn Fn(&str) -> Command>); 3] = [
+        (
+            "boxctl exec",
+            Box::new(|m| {
+                let mut cmd = d.boxctl();
+                cmd.args(["exec", "reap", "--", "sleep", m]);
+                cmd
+            }),
+        ),
+        (
+            "harness-box-exec",
+            Box::new(|m| {
+                let mut cmd = d.proxy();
+                cmd.args(["--box", "reap", "--", "sleep", m]);
+                cmd
+            }),
+        ),
+        (
+            "boxctl jsonl",
+            Box::new(|m| {
+                let mut cmd = d.boxctl();
+                cmd.arg("jsonl");
+                let _ = m;
+                cmd
+            }),
+        ),
+    ];
+    for (i, (what, make)) in clients.iter().enumerate() {
+        let mark = format!("{}", 7000 + i);
+        let mut cmd = make(&mark);
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        if *what == "boxctl jsonl" {
+            use std::io::Write;
+            let line = serde_json::json!({"id": 1, "method": "box.exec", "params": {"name": "reap", "command": "sleep", "args": [mark]}});
+            writeln!(child.stdin.as_mut().unwrap(), "{line}").unwrap();
+        }
+        wait_until(Duration::from_secs(20), "the command started", || {
+            sleeping(&format!("sleep {mark}"))
+        });
+        child.kill().unwrap();
+        let _ = child.wait();
+        let took = wait_until(Duration::from_secs(10), "the exec was not reaped", || {
+            !sleeping(&format!("sleep {mark}"))
+        });
+        println!("{what} SIGKILLed: its command was reaped {took:?} later");
+    }
+    // The box stays, and boxd knows of no exec.
+    let execs = c
+        .list_execs(v1::ListExecsRequest {
+            box_name: "reap".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .execs;
+    assert!(execs.is_empty(), "{execs:?}");
+    assert_eq!(sh(&mut c, "reap", "echo still").await, "still\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_home_gives_clear_errors_and_corrupts_nothing() {
+    let d = Daemon::with_tmpfs_home("24m");
+    let mut c = d.client().await;
+    up(&mut c, "full-a", busybox_spec()).await;
+    sh(&mut c, "full-a", "echo precious > /precious").await;
+
+    // Fill the disk from inside the box (its root is on the same tmpfs).
+    let out = run(
+        &mut c,
+        "full-a",
+        &[
+            "sh",
+            "-c",
+            "dd if=/dev/zero of=/filler bs=1M count=64 2>&1; df -k / | tail -1",
+        ],
+    )
+    .await;
+    let fill = out.stdout_str();
+    assert!(fill.contains("No space left"), "the disk filled up: {fill}");
+
+    // A create copies the image: refused with the reason, nothing left behind.
+    let err = c
+        .create_box(v1::CreateBoxRequest {
+            name: "full-b".into(),
+            spec: Some(busybox_spec()),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        boxd_client::tonic::Code::ResourceExhausted,
+        "{err:?}"
+    );
+    assert!(err.message().contains("no space left"), "{}", err.message());
+    println!("create on a full disk: {:?}: {}", err.code(), err.message());
+    // A new image cannot be unpacked either.
+    let dir = tempfile::tempdir().unwrap();
+    boxd_tests::image::layout_with(
+        dir.path(),
+        &[(
+            boxd_tests::image::host_arch(),
+            vec![boxd_tests::image::file_layer("big", &vec![7u8; 4 << 20])],
+        )],
+    );
+    let err = c
+        .create_box(v1::CreateBoxRequest {
+            name: "full-c".into(),
+            spec: Some(v1::BoxSpec {
+                image: dir.path().to_string_lossy().into_owned(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        boxd_client::tonic::Code::ResourceExhausted,
+        "{err:?}"
+    );
+    println!("unpack on a full disk: {:?}: {}", err.code(), err.message());
+
+    // The daemon is up; the stored box and its files are intact.
+    let list = c
+        .list_boxes(v1::ListBoxesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .boxes;
+    assert_eq!(
+        list.iter().map(|b| b.name.as_str()).collect::<Vec<_>>(),
+        ["full-a"]
+    );
+    assert_eq!(sh(&mut c, "full-a", "cat /precious").await, "precious\n");
+    // Stop and start write the record: on a full disk the error says so,
+    // and the record on disk stays whole.
+    let stop = c
+        .stop_box(v1::StopBoxRequest {
+            name: "full-a".into(),
+            ..Default::default()
+        })
+        .await;
+    println!(
+        "stop on a full disk: {:?}",
+        stop.as_ref()
+            .map(|_| "ok")
+            .map_err(|e| e.message().to_owned())
+    );
+    if let Err(e) = &stop {
+        assert_eq!(
+            e.code(),
+            boxd_client::tonic::Code::ResourceExhausted,
+            "{e:?}"
+        );
+    }
+    c.start_box(v1::StartBoxRequest {
+        name: "full-a".into(),
+    })
+    .await
+    .ok();
+
+    // Free the space: everything works again, and nothing was corrupted.
+    c.start_box(v1::StartBoxRequest {
+        name: "full-a".into(),
+    })
+    .await
+    .ok();
+    let freed = run(&mut c, "full-a", &["rm", "/filler"]).await;
+    assert_eq!(freed.exit.code, Some(0), "{freed:?}");
+    up(&mut c, "full-b", busybox_spec()).await;
+    assert_eq!(sh(&mut c, "full-a", "cat /precious").await, "precious\n");
+    assert_eq!(sh(&mut c, "full-b", "echo fresh").await, "fresh\n");
+    let boxes = c
+        .list_boxes(v1::ListBoxesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .boxes;
+    assert_eq!(boxes.len(), 2, "{boxes:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_box_whose_init_is_killed_is_reported_and_its_execs_end_with_an_error() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    up(&mut c, "victim", busybox_spec()).await;
+    up(&mut c, "bystander", busybox_spec()).await;
+    let mut events = c
+        .watch_boxes(v1::WatchBoxesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let exec = ExecStream::start(&mut c, start_req("victim", &["sleep", "1000"]))
+        .await
+        .unwrap();
+
+    let (_, pid1, _) = boxes_of(d.pid() as i32)
+        .into_iter()
+        .find(|b| b.0 == "victim")
+        .expect("the victim's pid 1");
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(pid1, libc::SIGKILL) }, 0);
+
+    let out = tokio::time::timeout(Duration::from_secs(20), collect(exec))
+        .await
+        .expect("the exec ended");
+    assert_eq!(out.exit.signal, Some(9), "{out:?}");
+    assert!(out.exit.error.contains("box ended"), "{:?}", out.exit.error);
+    println!(
+        "exec in the killed box: signal 9, error {:?}",
+        out.exit.error
+    );
+
+    let failed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let e = events.message().await.unwrap().unwrap();
+            if e.name == "victim" && e.state == v1::BoxState::Failed as i32 {
+                return e;
+            }
+        }
+    })
+    .await
+    .expect("a failed event");
+    println!("event: failed, {:?}", failed.message);
+    let info = c
+        .inspect_box(v1::InspectBoxRequest {
+            name: "victim".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.state, v1::BoxState::Failed as i32);
+    assert!(info.error.contains("init was killed"), "{}", info.error);
+
+    // The daemon and the other box are fine; the victim starts again.
+    assert_eq!(sh(&mut c, "bystander", "echo fine").await, "fine\n");
+    c.start_box(v1::StartBoxRequest {
+        name: "victim".into(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(sh(&mut c, "victim", "echo back").await, "back\n");
+}
