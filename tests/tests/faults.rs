@@ -300,7 +300,8 @@ async fn a_killed_client_has_its_exec_reaped() {
     up(&mut c, "reap", busybox_spec()).await;
     let spaces: Vec<PathBuf> = boxes_of(d.pid() as i32).into_iter().map(|b| b.2).collect();
     let sleeping = |c: &str| running_in(&spaces, c);
-    let clients: [(&str, Box<dyn Fn(&str) -> Command>); 3] = [
+    type MakeClient<'a> = Box<dyn Fn(&str) -> Command + 'a>;
+    let clients: [(&str, MakeClient); 3] = [
         (
             "boxctl exec",
             Box::new(|m| {
