@@ -74,6 +74,7 @@ impl Service {
                 Status::invalid_argument("the first exec request must be `start` or `attach`")
             })?;
         let (tx, rx) = mpsc::channel(16);
+        let tx_for_errors = tx.clone();
         let session = match first {
             Msg::Start(start) => self.execs.start(start, tx).await?,
             Msg::Attach(a) => self.execs.attach(&a.exec_id, tx).await?,
@@ -83,20 +84,34 @@ impl Service {
                 ));
             }
         };
-        tokio::spawn(pump_input(session, inbound));
+        tokio::spawn(pump_input(session, inbound, tx_for_errors));
         Ok(ReceiverStream::new(rx))
     }
 }
 
-/// Applies a client's stdin, EOF, signals and resizes, in order.
-async fn pump_input(session: Arc<Session>, mut inbound: Streaming<v1::ExecRequest>) {
+/// Applies a client's stdin, EOF, signals and resizes, in order. Input
+/// that cannot be read (over the size limit, malformed) ends this client's
+/// stream with the reason, which, like any client leaving, ends a
+/// non-detached exec.
+async fn pump_input(
+    session: Arc<Session>,
+    mut inbound: Streaming<v1::ExecRequest>,
+    errors: crate::execs::Subscriber,
+) {
     loop {
         let msg = tokio::select! {
             m = inbound.message() => m,
             _ = session.wait_done() => return,
         };
-        let Ok(Some(v1::ExecRequest { msg: Some(msg) })) = msg else {
-            return;
+        let msg = match msg {
+            Ok(Some(v1::ExecRequest { msg: Some(msg) })) => msg,
+            Ok(_) => return,
+            Err(status) => {
+                let why = format!("exec input refused: {}", status.message());
+                tracing::debug!(exec_id = %session.id, %why);
+                let _ = errors.send(Err(Status::invalid_argument(why))).await;
+                return;
+            }
         };
         let result = match msg {
             Msg::Stdin(data) => session.write_stdin(data).await,
