@@ -3,7 +3,7 @@ CARGO ?= cargo
 BIN := target/debug
 BOXCTL := $(BIN)/boxctl
 
-.PHONY: all deps build demo node-image run-pi test bench fuzz lint check-macos fmt clean
+.PHONY: all deps build demo node-image run-pi test faults bench fuzz lint check-macos fmt clean
 
 all: build
 
@@ -40,18 +40,28 @@ test: build
 	export BOXLITE_RUNTIME_DIR="$$(scripts/boxlite-runtime.sh)" && \
 	$(CARGO) test --workspace && \
 	$(CARGO) test -p boxd --features boxlite-test-support engine::boxlite
+	@$(MAKE) --no-print-directory faults
+
+# Faults (a SIGKILLed daemon, killed clients, a full disk, stale files, a
+# box's init killed), load, hostile input and the namespace engine's
+# isolation, one test at a time, printing what each observed
+# (docs/reliability.md). LOAD_EXECS sets the sequential-exec run (10000).
+faults: build
+	$(CARGO) test -p boxd-tests --test faults --test load --test hostile --test isolation -- --test-threads 1 --nocapture
 
 bench: deps
 	$(CARGO) build --release --workspace --bins
 	$(CARGO) bench --workspace --bench boxd
 	$(CARGO) bench --workspace --bench pull
 
-# Fuzz the JSONL line reader/request parser and the output encoder
-# (cargo-fuzz on the stable toolchain; FUZZ_SECONDS per target).
+# Fuzz the JSONL line reader/request parser, the output encoder, request
+# validation and the namespace engine's bubblewrap translation (cargo-fuzz
+# on the stable toolchain; FUZZ_SECONDS per target, FUZZ_TARGETS to pick).
 FUZZ_SECONDS ?= 300
+FUZZ_TARGETS ?= jsonl_request jsonl_output box_request bwrap_args
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
-	cd fuzz && for t in jsonl_request jsonl_output; do \
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
 	  mkdir -p corpus/$$t && \
 	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run -O $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \
 	done

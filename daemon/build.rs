@@ -8,10 +8,11 @@ fn main() {
         return;
     }
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("boxd-init");
-    let compiler = cc::Build::new().opt_level(2).get_compiler();
-    let status = compiler
-        .to_command()
-        .args(["-static", "-s", "-o"])
+    // The compiler only, without CFLAGS: sanitizer flags (cargo fuzz) and
+    // `-static` do not mix, and the init needs none of them.
+    let compiler = cc::Build::new().get_compiler();
+    let status = std::process::Command::new(compiler.path())
+        .args(["-O2", "-static", "-s", "-o"])
         .arg(&out)
         .arg("src/engine/namespace/init.c")
         .status()

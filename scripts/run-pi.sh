@@ -56,7 +56,7 @@ unpack_s=$(secs "$t" "$(now)")
 say "step 0: the box"
 t0=$(now)
 "$BOXCTL" create "$BOX" --image "$image" --memory-mib 2048 --disk-gb 8 \
-  --allow-net registry.npmjs.org --allow-net 127.0.0.1 "${ca_flags[@]}" \
+  --allow-net registry.npmjs.org --allow-net host.boxd.internal "${ca_flags[@]}" \
   -e PI_OFFLINE=1 -e PI_SKIP_VERSION_CHECK=1 "${ca_env[@]}" >/dev/null
 "$BOXCTL" start "$BOX" >/dev/null
 up=$(now)
@@ -71,7 +71,7 @@ version=$(tr -d '\n' <"$v_out"); rm -f "$v_out"
 versioned=$(now)
 
 say "step 2: one prompt (to the fake model on 127.0.0.1:$port)"
-printf '{"providers":{"fake":{"baseUrl":"http://127.0.0.1:%s/v1","api":"openai-completions","apiKey":"placeholder-not-a-key","models":[{"id":"fake-model"}]}}}' "$port" |
+printf '{"providers":{"fake":{"baseUrl":"http://host.boxd.internal:%s/v1","api":"openai-completions","apiKey":"placeholder-not-a-key","models":[{"id":"fake-model"}]}}}' "$port" |
   "$BOXCTL" exec -i "$BOX" -- sh -c 'mkdir -p /root/.pi/agent && cat > /root/.pi/agent/models.json'
 p0=$(now)
 answer=$("$BOXCTL" exec "$BOX" -- sh -c 'pi -p "Write a one-line Python snippet that reverses a string." --provider fake --model fake-model --no-session < /dev/null')

@@ -106,9 +106,15 @@ pub struct BoxFlags {
     /// HOST:GUEST[:ro] (repeatable).
     #[arg(long = "mount", short = 'v')]
     pub mounts: Vec<String>,
-    /// A host the box may reach (repeatable).
+    /// A host the box may reach: a name, *.suffix, an IP address or CIDR
+    /// (repeatable). None: no network.
     #[arg(long = "allow-net")]
     pub allow_net: Vec<String>,
+    /// NAME:HOST[,HOST...][@FILE]: a credential the box sees only as a
+    /// placeholder in $NAME; its value (from this environment's $NAME, or
+    /// FILE) goes only to those hosts, in plain HTTP (repeatable).
+    #[arg(long = "secret", value_name = "NAME:HOSTS[@FILE]")]
+    pub secrets: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -347,6 +353,11 @@ pub fn box_spec(
         allow_net: flags.allow_net.clone(),
         env: spec::parse_env(env)?,
         working_dir: workdir.unwrap_or_default().to_owned(),
+        secrets: flags
+            .secrets
+            .iter()
+            .map(|s| spec::parse_secret(s))
+            .collect::<Result<_, _>>()?,
     })
 }
 

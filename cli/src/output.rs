@@ -33,6 +33,8 @@ pub fn box_json(b: &v1::BoxInfo) -> Value {
             "allowNet": spec.allow_net,
             "env": spec.env,
             "workingDir": spec.working_dir,
+            // Values never leave boxd.
+            "secrets": spec.secrets.iter().map(|x| json!({"name": x.name, "hosts": x.hosts, "placeholder": x.placeholder})).collect::<Vec<_>>(),
         },
     })
 }

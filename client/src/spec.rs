@@ -15,6 +15,12 @@ pub enum SpecError {
     MountPath { path: String, reason: String },
     #[error("invalid environment variable {0:?}: use K=V")]
     Env(String),
+    #[error(
+        "invalid secret {0:?}: use NAME:HOST[,HOST...] (the value from $NAME) or NAME:HOST[,HOST...]@FILE"
+    )]
+    Secret(String),
+    #[error("secret {name}: {reason}")]
+    SecretValue { name: String, reason: String },
 }
 
 /// A local OCI layout is an existing directory given as an absolute path or
@@ -64,9 +70,91 @@ pub fn parse_env(vars: &[String]) -> Result<HashMap<String, String>, SpecError> 
         .collect()
 }
 
+/// `NAME:HOST[,HOST...]`, the value read from this process's environment
+/// variable `NAME`, or `NAME:HOST[,HOST...]@FILE`, the value read from the
+/// file (one trailing newline dropped). The value is read here, on the
+/// client, and handed to boxd, which keeps it out of the box.
+pub fn parse_secret(s: &str) -> Result<v1::Secret, SpecError> {
+    parse_secret_with(s, |name| std::env::var(name).ok())
+}
+
+fn parse_secret_with(
+    s: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<v1::Secret, SpecError> {
+    let bad = || SpecError::Secret(s.to_owned());
+    let (name, rest) = s.split_once(':').ok_or_else(bad)?;
+    let (hosts, file) = match rest.rsplit_once('@') {
+        Some((h, f)) => (h, Some(f)),
+        None => (rest, None),
+    };
+    let hosts: Vec<String> = hosts
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if name.is_empty() || hosts.is_empty() || file == Some("") {
+        return Err(bad());
+    }
+    let value_err = |reason: String| SpecError::SecretValue {
+        name: name.to_owned(),
+        reason,
+    };
+    let value = match file {
+        Some(f) => {
+            let mut v = std::fs::read_to_string(f).map_err(|e| value_err(format!("{f}: {e}")))?;
+            if v.ends_with('\n') {
+                v.pop();
+                if v.ends_with('\r') {
+                    v.pop();
+                }
+            }
+            v
+        }
+        None => env(name).ok_or_else(|| {
+            value_err(format!(
+                "${name} is not set in this environment (or give the value in a file: {name}:HOSTS@FILE)"
+            ))
+        })?,
+    };
+    if value.is_empty() {
+        return Err(value_err("the value is empty".into()));
+    }
+    Ok(v1::Secret {
+        name: name.to_owned(),
+        hosts,
+        placeholder: String::new(),
+        value,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_parse() {
+        let env = |n: &str| (n == "API_KEY").then(|| "k-123".to_owned());
+        let s = parse_secret_with("API_KEY:api.example.com,*.example.org", env).unwrap();
+        assert_eq!(s.name, "API_KEY");
+        assert_eq!(s.hosts, ["api.example.com", "*.example.org"]);
+        assert_eq!(s.value, "k-123");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("key");
+        std::fs::write(&f, "from-file\n").unwrap();
+        let s = parse_secret_with(&format!("TOKEN:h.example@{}", f.display()), env).unwrap();
+        assert_eq!(s.value, "from-file");
+        for bad in ["NOCOLON", ":h", "N:", "N:h@"] {
+            assert_eq!(
+                parse_secret_with(bad, env),
+                Err(SpecError::Secret(bad.into())),
+                "{bad}"
+            );
+        }
+        let missing = parse_secret_with("OTHER:h", env).unwrap_err().to_string();
+        assert!(missing.contains("$OTHER is not set"), "{missing}");
+    }
 
     #[test]
     fn mounts_parse() {

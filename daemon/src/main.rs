@@ -121,6 +121,11 @@ fn main() -> ExitCode {
         // Must run before any thread exists: it joins a user namespace.
         engine::namespace::nsexec::helper_main(argv.collect());
     }
+    let mut argv = std::env::args_os();
+    if argv.nth(1).as_deref() == Some(std::ffi::OsStr::new(engine::namespace::egress::HELPER_ARG)) {
+        // Must run before any thread exists: it joins a user namespace.
+        engine::namespace::egress::helper_main(argv.collect());
+    }
     // SAFETY: no other thread exists yet.
     unsafe { engine::boxlite::runtime_dir::export() };
     let cli = Cli::parse();

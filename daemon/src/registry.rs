@@ -39,6 +39,10 @@ pub struct BoxSpec {
     pub allow_net: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub working_dir: Option<String>,
+    /// Kept here, in the daemon's private state, and nowhere else: never
+    /// in a reply, a log line or the box.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<crate::egress::Secret>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -551,6 +555,20 @@ pub fn reuse_warnings(have: &BoxSpec, want: &BoxSpec) -> Vec<String> {
             "working_dir",
             format!("{:?}", have.working_dir),
             format!("{:?}", want.working_dir),
+        );
+    }
+    if !want.secrets.is_empty() && want.secrets != have.secrets {
+        // Names only: values are never written anywhere a client reads.
+        let names = |s: &[crate::egress::Secret]| {
+            s.iter()
+                .map(|s| s.name.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        differs(
+            "secrets (or their values)",
+            format!("[{}]", names(&have.secrets)),
+            format!("[{}]", names(&want.secrets)),
         );
     }
     w

@@ -147,6 +147,17 @@ pub fn spec_to_proto(s: &registry::BoxSpec) -> v1::BoxSpec {
         allow_net: s.allow_net.clone(),
         env: s.env.clone().into_iter().collect(),
         working_dir: s.working_dir.clone().unwrap_or_default(),
+        // Values are write-only.
+        secrets: s
+            .secrets
+            .iter()
+            .map(|x| v1::Secret {
+                name: x.name.clone(),
+                hosts: x.hosts.clone(),
+                placeholder: x.placeholder.clone(),
+                value: String::new(),
+            })
+            .collect(),
     }
 }
 

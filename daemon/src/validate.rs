@@ -66,14 +66,9 @@ pub fn box_spec(s: v1::BoxSpec, protected: &[(&str, &Path)]) -> Result<BoxSpec> 
             s.allow_net.len()
         )));
     }
-    for host in &s.allow_net {
-        if host.is_empty() || host.len() > 253 || host.contains(char::is_whitespace) {
-            return Err(Error::InvalidArgument(format!(
-                "invalid allow-net host {:?}",
-                truncate(host)
-            )));
-        }
-    }
+    let allow = crate::egress::AllowList::parse(&s.allow_net)
+        .map_err(|e| Error::InvalidArgument(format!("allow-net: {e}")))?;
+    let secrets = secrets(s.secrets, &allow)?;
     let working_dir = match s.working_dir.as_str() {
         "" => None,
         d => Some(guest_path("working directory", d)?),
@@ -92,7 +87,90 @@ pub fn box_spec(s: v1::BoxSpec, protected: &[(&str, &Path)]) -> Result<BoxSpec> 
         allow_net: s.allow_net,
         env,
         working_dir,
+        secrets,
     })
+}
+
+/// The default placeholder of a secret named `name`.
+pub fn default_placeholder(name: &str) -> String {
+    format!("BOXD_SECRET_PLACEHOLDER_{name}")
+}
+
+/// Secrets: environment-variable names, unique, each for hosts the box
+/// may reach, with a value and a placeholder the proxy can find.
+fn secrets(
+    given: Vec<v1::Secret>,
+    allow: &crate::egress::AllowList,
+) -> Result<Vec<crate::egress::Secret>> {
+    if given.len() > 64 {
+        return Err(Error::InvalidArgument(format!(
+            "{} secrets asked for; a box may have at most 64",
+            given.len()
+        )));
+    }
+    let mut out: Vec<crate::egress::Secret> = Vec::with_capacity(given.len());
+    for s in given {
+        let name_ok = s.name.len() <= 128
+            && s.name
+                .starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && s.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !name_ok {
+            return Err(Error::InvalidArgument(format!(
+                "invalid secret name {:?}: use an environment variable name ([A-Za-z_][A-Za-z0-9_]*)",
+                truncate(&s.name)
+            )));
+        }
+        if out.iter().any(|o| o.name == s.name) {
+            return Err(Error::InvalidArgument(format!(
+                "secret {} given twice",
+                s.name
+            )));
+        }
+        if s.value.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "secret {} has no value",
+                s.name
+            )));
+        }
+        if s.hosts.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "secret {} names no host it may be sent to",
+                s.name
+            )));
+        }
+        for h in &s.hosts {
+            // A wildcard is within the list when a name it covers is.
+            let probe = match h.strip_prefix("*.") {
+                Some(suffix) => format!("boxd-probe.{suffix}"),
+                None => h.clone(),
+            };
+            if !allow.allows(&probe) {
+                let listed = allow.to_string();
+                return Err(Error::InvalidArgument(format!(
+                    "secret {} is for {h}, which the box may not reach (allow-net: {listed})",
+                    s.name
+                )));
+            }
+        }
+        let placeholder = if s.placeholder.is_empty() {
+            default_placeholder(&s.name)
+        } else {
+            s.placeholder
+        };
+        out.push(crate::egress::Secret {
+            name: s.name,
+            hosts: s.hosts,
+            placeholder,
+            value: s.value,
+        });
+    }
+    // The proxy's own checks (placeholders, values without CR/LF/NUL,
+    // host syntax).
+    crate::egress::Secrets::new(out.clone())
+        .map_err(|e| Error::InvalidArgument(format!("secrets: {e}")))?;
+    Ok(out)
 }
 
 /// Everything in an exec request that does not depend on the box.

@@ -35,9 +35,15 @@ pub struct Args {
     /// Working directory inside the box, for the box and every command.
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<String>,
-    /// A host the box may reach (repeatable).
+    /// A host the box may reach: a name, *.suffix, an IP address or CIDR
+    /// (repeatable). None: no network.
     #[arg(long = "allow-net", value_name = "HOST")]
     pub allow_net: Vec<String>,
+    /// NAME:HOST[,HOST...][@FILE]: a credential the box sees only as a
+    /// placeholder in $NAME; its value (from this environment's $NAME, or
+    /// FILE) goes only to those hosts, in plain HTTP (repeatable).
+    #[arg(long = "secret", value_name = "NAME:HOSTS[@FILE]")]
+    pub secrets: Vec<String>,
     /// K=V for the probe, the provisioning command and the command (repeatable).
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
@@ -163,6 +169,11 @@ async fn run(args: Args) -> Result<u8, ProxyError> {
                 allow_net: args.allow_net.clone(),
                 env: env.clone(),
                 working_dir: args.workdir.clone().unwrap_or_default(),
+                secrets: args
+                    .secrets
+                    .iter()
+                    .map(|s| spec::parse_secret(s))
+                    .collect::<Result<_, _>>()?,
             };
             let created = client
                 .create_box(v1::CreateBoxRequest {

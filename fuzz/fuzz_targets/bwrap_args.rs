@@ -1,8 +1,8 @@
 //! The namespace engine's translation of a validated box into bubblewrap's
 //! command line, against a box root full of hostile symlinks (absolute,
 //! climbing, looping, into `/proc`): never a panic, and every command line
-//! keeps its invariants: all namespaces new (the network one unless the box
-//! may reach hosts), capabilities dropped, the seccomp programs installed,
+//! keeps its invariants: all namespaces new (the network one too: a box
+//! reaches hosts only through its proxy), capabilities dropped, the seccomp programs installed,
 //! every mount landing inside the box and never over `/`, `/proc` or
 //! `/dev`, the init last.
 #![no_main]
@@ -80,16 +80,18 @@ fn check(u: &mut Unstructured) -> Result<()> {
         ..Default::default()
     };
     let name = "fuzz-box";
-    let Ok(resolved) = options::resolve_mounts(root, &spec) else {
+    let hosts = Path::new("/state/hosts");
+    let with_hosts = (!spec.allow_net.is_empty()).then_some(hosts);
+    let Ok(resolved) = options::resolve_mounts(root, &spec, with_hosts) else {
         return Ok(());
     };
-    let args = options::bwrap_args(name, &spec, Path::new("/state/rootfs"), &resolved);
+    let args = options::bwrap_args(name, Path::new("/state/rootfs"), &resolved);
     let words: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
     let has = |w: &[&str]| words.windows(w.len()).any(|x| x == w);
-    for ns in ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"] {
+    for ns in ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"] {
         assert!(has(&[ns]));
     }
-    assert_eq!(has(&["--unshare-net"]), spec.allow_net.is_empty());
+    assert_eq!(resolved.iter().any(|m| m.host_path == hosts), !spec.allow_net.is_empty());
     assert!(has(&["--cap-drop", "ALL"]));
     for fd in SECCOMP_FDS {
         assert!(has(&["--add-seccomp-fd", &fd.to_string()]));
@@ -104,7 +106,7 @@ fn check(u: &mut Unstructured) -> Result<()> {
         assert!(!g.components().any(|c| c.as_os_str() == ".."));
         assert!(boxd::validate::mount_target(&m.guest_path).is_ok());
         let flag = if m.read_only { "--ro-bind" } else { "--bind" };
-        assert!(has(&[flag, "/srv/project", &m.guest_path]));
+        assert!(has(&[flag, m.host_path.to_str().unwrap(), &m.guest_path]));
     }
     Ok(())
 }

@@ -65,11 +65,12 @@ impl FakeLlm {
     }
 
     /// A pi agent directory (`~/.pi/agent`) whose default model is this
-    /// server, with a placeholder key (no real provider is reachable).
+    /// server, as boxes name the host (`host.boxd.internal`, through their
+    /// egress proxy), with a placeholder key (no real provider is reachable).
     pub fn pi_agent_dir(&self, dir: &Path) {
         std::fs::create_dir_all(dir).unwrap();
         let models = serde_json::json!({"providers": {"fake": {
-            "baseUrl": format!("http://127.0.0.1:{}/v1", self.port),
+            "baseUrl": format!("http://host.boxd.internal:{}/v1", self.port),
             "api": "openai-completions",
             "apiKey": "placeholder-not-a-key",
             "models": [{"id": "fake-model", "name": "Fake model"}],

@@ -52,7 +52,7 @@ impl Setup {
             "--allow-net".into(),
             "registry.npmjs.org".into(),
             "--allow-net".into(),
-            "127.0.0.1".into(),
+            "host.boxd.internal".into(),
             "--env".into(),
             "PI_OFFLINE=1".into(),
             "--env".into(),

@@ -207,6 +207,55 @@ struct CreateParams {
     allow_net: Option<Vec<String>>,
     env: Option<HashMap<String, String>>,
     working_dir: Option<String>,
+    secrets: Option<Vec<SecretParams>>,
+}
+
+/// A secret: its value given inline, or read by the driver (the client
+/// side) from its own environment or a file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SecretParams {
+    name: String,
+    hosts: Vec<String>,
+    placeholder: Option<String>,
+    value: Option<String>,
+    value_from_env: Option<String>,
+    value_from_file: Option<String>,
+}
+
+impl SecretParams {
+    fn into_proto(self) -> Result<v1::Secret, Failure> {
+        let invalid = |m: String| Failure::new(ErrorCode::InvalidParams, m);
+        let value = match (self.value, self.value_from_env, self.value_from_file) {
+            (Some(v), None, None) => v,
+            (None, Some(var), None) => std::env::var(&var).map_err(|_| {
+                invalid(format!(
+                    "secret {}: ${var} is not set for the driver",
+                    self.name
+                ))
+            })?,
+            (None, None, Some(path)) => {
+                let mut v = std::fs::read_to_string(&path)
+                    .map_err(|e| invalid(format!("secret {}: {path}: {e}", self.name)))?;
+                if v.ends_with('\n') {
+                    v.pop();
+                }
+                v
+            }
+            _ => {
+                return Err(invalid(format!(
+                    "secret {}: give exactly one of value, valueFromEnv, valueFromFile",
+                    self.name
+                )));
+            }
+        };
+        Ok(v1::Secret {
+            name: self.name,
+            hosts: self.hosts,
+            placeholder: self.placeholder.unwrap_or_default(),
+            value,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -338,6 +387,12 @@ impl Driver {
                     allow_net: c.allow_net.unwrap_or_default(),
                     env: c.env.unwrap_or_default(),
                     working_dir: c.working_dir.unwrap_or_default(),
+                    secrets: c
+                        .secrets
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(SecretParams::into_proto)
+                        .collect::<Result<_, _>>()?,
                 };
                 let mut client = self.client()?;
                 self.pull_if_missing(&mut client, &req.id, &c.name, &spec.image)

@@ -340,7 +340,7 @@ fn normalize_name(name: &str) -> Result<String, PolicyError> {
 
 /// A credential the box refers to by placeholder; the proxy puts the value in
 /// place of the placeholder in requests to the secret's hosts only.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Secret {
     /// What the user calls it (shown in errors and logs).
     pub name: String,

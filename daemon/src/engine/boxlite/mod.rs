@@ -380,10 +380,23 @@ pub fn box_options(spec: &BoxSpec) -> Result<(BoxOptions, Vec<String>)> {
         }
     };
 
-    o.env = spec
-        .env
+    // Secrets: BoxLite's own proxy keeps the values out of the VM; the box
+    // sees each placeholder in $NAME, as on the namespace engine.
+    o.secrets = spec
+        .secrets
         .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
+        .map(|s| ::boxlite::Secret {
+            name: s.name.clone(),
+            hosts: s.hosts.clone(),
+            placeholder: s.placeholder.clone(),
+            value: s.value.clone(),
+        })
+        .collect();
+    o.env = spec
+        .secrets
+        .iter()
+        .map(|s| (s.name.clone(), s.placeholder.clone()))
+        .chain(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())))
         .collect();
     o.working_dir = spec.working_dir.clone().filter(|d| !d.is_empty());
 
@@ -717,8 +730,22 @@ mod tests {
             allow_net: vec!["example.com".into(), "10.0.0.0/8".into()],
             env: BTreeMap::from([("A".into(), "1".into()), ("B".into(), "2".into())]),
             working_dir: Some("/work".into()),
+            secrets: vec![crate::egress::Secret {
+                name: "KEY".into(),
+                hosts: vec!["example.com".into()],
+                placeholder: "PH".into(),
+                value: "v".into(),
+            }],
         };
         let (o, warnings) = box_options(&s).unwrap();
+        assert_eq!(o.secrets.len(), 1);
+        assert_eq!(
+            (
+                o.secrets[0].placeholder.as_str(),
+                o.secrets[0].value.as_str()
+            ),
+            ("PH", "v")
+        );
         assert!(matches!(&o.rootfs, RootfsSpec::RootfsPath(p) if p == "/srv/images/busybox"));
         assert_eq!(o.cpus, Some(1));
         assert_eq!(o.memory_mib, Some(256));
@@ -737,7 +764,11 @@ mod tests {
         assert!(o.ports.is_empty());
         assert_eq!(
             o.env,
-            vec![("A".into(), "1".into()), ("B".into(), "2".into())]
+            vec![
+                ("KEY".into(), "PH".into()),
+                ("A".into(), "1".into()),
+                ("B".into(), "2".into())
+            ]
         );
         assert_eq!(o.working_dir.as_deref(), Some("/work"));
         assert!(o.detach);

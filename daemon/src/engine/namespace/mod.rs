@@ -14,6 +14,7 @@
 //!   and survive stop, start and daemon restarts until the box is removed.
 
 mod confine;
+pub mod egress;
 pub mod nsexec;
 pub mod options;
 mod sandbox;
@@ -44,10 +45,13 @@ pub struct NamespaceEngine {
     ended_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Ended>>>,
 }
 
-/// A started box and the image defaults its execs use.
+/// A started box, the image defaults its execs use, and its egress proxy.
 struct Running {
     sandbox: Sandbox,
     config: Arc<ImageConfig>,
+    /// Stops the box's egress proxy (when it has one) once the box is
+    /// forgotten, however that happens: held, never read.
+    _proxy: Option<tokio_util::sync::DropGuard>,
 }
 
 /// The box to join for an exec, and how to tell that it ended.
@@ -81,13 +85,16 @@ impl NamespaceEngine {
                 "image.pull",
                 "image.import",
                 "image.prune",
+                "net.allowlist",
+                "net.secrets",
             ]),
             notes: vec![
                 "boxes run in Linux namespaces under bubblewrap, not in microVMs".into(),
-                "allow-net is not a host filter yet: an empty list means no network, any entry means the host network".into(),
+                "allow-net is enforced: a box has no route out; an HTTP(S) proxy run by boxd reaches only the listed hosts (names, *.wildcards, IP addresses, CIDRs); an empty list means no network at all".into(),
+                "secrets stay in boxd: the box holds a placeholder, which the proxy replaces in plain-HTTP requests to the secret's hosts (not inside HTTPS, which it does not decrypt)".into(),
                 "cpus, memory and disk size are recorded but not enforced".into(),
             ],
-            network_filtering: false,
+            network_filtering: true,
             create_warning: None,
             boxes_outlive_daemon: false,
         };
@@ -118,10 +125,7 @@ impl NamespaceEngine {
             .get(id)
             .ok_or_else(|| Error::FailedPrecondition("the box is not running".into()))?;
         Ok(Target {
-            join: nsexec::Target {
-                pid: r.sandbox.pid,
-                join_net: !r.sandbox.shares_host_net,
-            },
+            join: nsexec::Target { pid: r.sandbox.pid },
             config: r.config.clone(),
             pid1: r.sandbox.pid1,
             ended: r.sandbox.ended(),
@@ -218,9 +222,9 @@ impl Engine for NamespaceEngine {
         if spec.cpus.is_some() || spec.memory_mib.is_some() || spec.disk_size_gb.is_some() {
             warnings.push("the namespace engine does not enforce cpus, memory or disk size".into());
         }
-        if !spec.allow_net.is_empty() {
+        if spec.secrets.iter().any(|_| true) {
             warnings.push(
-                "the namespace engine does not filter hosts yet: this box shares the host network"
+                "secrets are replaced in plain-HTTP requests only: inside HTTPS the placeholder goes out as it is"
                     .into(),
             );
         }
@@ -247,9 +251,20 @@ impl Engine for NamespaceEngine {
             .unwrap_or_default();
         let sandbox = Sandbox::start(&self.bwrap, record, &rootfs(record)).await?;
         let (init_pid, ended) = (sandbox.pid, sandbox.ended());
+        let proxy = match record.spec.allow_net.is_empty() {
+            true => None,
+            false => match start_proxy(record, init_pid).await {
+                Ok(guard) => Some(guard),
+                Err(e) => {
+                    sandbox.stop(true).await;
+                    return Err(e);
+                }
+            },
+        };
         let running = Running {
             sandbox,
             config: Arc::new(config),
+            _proxy: proxy,
         };
         self.running
             .lock()
@@ -297,7 +312,7 @@ impl Engine for NamespaceEngine {
             ended,
         } = self.target(&record.id)?;
         let mut env = config.env.clone();
-        for (k, v) in spec.env {
+        for (k, v) in egress::exec_env(&record.spec).into_iter().chain(spec.env) {
             env.retain(|(key, _)| *key != k);
             env.push((k, v));
         }
@@ -345,6 +360,29 @@ impl Engine for NamespaceEngine {
             sb.stop(true).await;
         }
     }
+}
+
+/// Starts the box's egress proxy on a socket inside its network namespace;
+/// the proxy runs until the returned guard is dropped.
+async fn start_proxy(record: &BoxRecord, init_pid: i32) -> Result<tokio_util::sync::DropGuard> {
+    use crate::egress::{AllowList, Proxy, Secrets};
+    let spec = &record.spec;
+    // Validated at create; an old record that no longer parses is refused.
+    let allow = AllowList::parse(&spec.allow_net)
+        .map_err(|e| Error::FailedPrecondition(format!("allow-net: {e}")))?;
+    let secrets = Secrets::new(spec.secrets.clone())
+        .map_err(|e| Error::FailedPrecondition(format!("secrets: {e}")))?;
+    let listener = egress::listen_in_box(init_pid, egress::PROXY_PORT).await?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::io("egress listener", e))?;
+    let listener =
+        tokio::net::TcpListener::from_std(listener).map_err(|e| Error::io("egress listener", e))?;
+    let aliases = HashMap::from([(egress::HOST_ALIAS.to_owned(), "127.0.0.1".to_owned())]);
+    let proxy = Arc::new(Proxy::new(record.name.clone(), allow, secrets, aliases));
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(proxy.serve(listener, stop.clone()));
+    Ok(stop.drop_guard())
 }
 
 /// Why a command killed by a signal died, when it was its box ending: the

@@ -39,8 +39,6 @@ const STATUS_FD: i32 = 3;
 pub struct Target {
     /// Host pid of a process in the box (its pid 1).
     pub pid: i32,
-    /// Join the box's network namespace (false when it shares the host's).
-    pub join_net: bool,
 }
 
 struct Control {
@@ -100,7 +98,6 @@ pub async fn spawn(
     let mut cmd = tokio::process::Command::new("/proc/self/exe");
     cmd.arg(HELPER_ARG)
         .arg(target.pid.to_string())
-        .arg(if target.join_net { "1" } else { "0" })
         .arg(working_dir)
         .arg(if tty.is_some() { "1" } else { "0" })
         .arg("--")
@@ -279,7 +276,7 @@ fn parse_status(line: &str) -> ExitStatus {
 // ---------------------------------------------------------------------------
 // The helper itself. Runs before anything else in `main`, single-threaded.
 
-/// `boxd __nsexec PID JOIN_NET WORKDIR TTY -- COMMAND ARGS...`
+/// `boxd __nsexec PID WORKDIR TTY -- COMMAND ARGS...`
 pub fn helper_main(args: Vec<OsString>) -> ! {
     // SAFETY: fd 3 was set up by the daemon for us.
     let mut status = unsafe { std::fs::File::from_raw_fd(STATUS_FD) };
@@ -302,18 +299,17 @@ fn run_helper(
     let bad = || (126, "bad helper arguments".to_owned());
     let word = |i: usize| args.get(i).and_then(|a| a.to_str()).ok_or_else(bad);
     let pid: i32 = word(0)?.parse().map_err(|_| bad())?;
-    let join_net = word(1)? == "1";
-    let working_dir = word(2)?.to_owned();
-    let tty = word(3)? == "1";
-    if word(4)? != "--" || args.len() < 6 {
+    let working_dir = word(1)?.to_owned();
+    let tty = word(2)? == "1";
+    if word(3)? != "--" || args.len() < 5 {
         return Err(bad());
     }
-    let argv: Vec<CString> = args[5..]
+    let argv: Vec<CString> = args[4..]
         .iter()
         .map(|a| CString::new(a.as_bytes()).map_err(|_| bad()))
         .collect::<std::result::Result<_, _>>()?;
 
-    enter_box(pid, join_net, &working_dir)?;
+    enter_box(pid, &working_dir)?;
     // Compiled (allocated) before the fork: the child may only make raw
     // system calls.
     let filters = super::confine::filters().map_err(|e| (126, e))?;
@@ -363,7 +359,7 @@ fn run_helper(
                 } else {
                     126
                 };
-                let cmd = args[5].to_string_lossy();
+                let cmd = args[4].to_string_lossy();
                 return Err((code, format!("cannot run {cmd:?}: {}", errno.desc())));
             }
             let _ = writeln!(status, "pid {child}");
@@ -380,7 +376,7 @@ fn run_helper(
 }
 
 /// Joins the namespaces of `pid` and changes root and directory into its box.
-fn enter_box(pid: i32, join_net: bool, working_dir: &str) -> std::result::Result<(), HelperError> {
+fn enter_box(pid: i32, working_dir: &str) -> std::result::Result<(), HelperError> {
     let open = |what: &str| {
         std::fs::File::open(format!("/proc/{pid}/{what}"))
             .map_err(|e| (126, format!("the box is not running ({what}: {e})")))
@@ -391,9 +387,7 @@ fn enter_box(pid: i32, join_net: bool, working_dir: &str) -> std::result::Result
         (open("ns/ipc")?, CloneFlags::CLONE_NEWIPC),
         (open("ns/uts")?, CloneFlags::CLONE_NEWUTS),
     ];
-    if join_net {
-        spaces.push((open("ns/net")?, CloneFlags::CLONE_NEWNET));
-    }
+    spaces.push((open("ns/net")?, CloneFlags::CLONE_NEWNET));
     spaces.push((open("ns/pid")?, CloneFlags::CLONE_NEWPID));
     spaces.push((open("ns/mnt")?, CloneFlags::CLONE_NEWNS));
     for (fd, flag) in &spaces {

@@ -3,8 +3,8 @@
 //! Pure functions over validated input ([`crate::validate`] has run), so
 //! that the translation can be fuzzed (`fuzz/fuzz_targets/bwrap_args.rs`).
 //! Invariants:
-//! - every namespace but the network one is always new, and the network
-//!   one is new unless the box shares the host's;
+//! - every namespace is new, the network one included: a box reaches
+//!   other hosts only through its egress proxy, never a route of its own;
 //! - capabilities are dropped and the seccomp programs are installed in
 //!   every box;
 //! - a mount's guest path is resolved inside the box's root
@@ -37,15 +37,16 @@ pub struct BoxMount {
 }
 
 /// The arguments of `bwrap` for a box named `name` with root `rootfs`.
-pub fn bwrap_args(name: &str, spec: &BoxSpec, rootfs: &Path, mounts: &[BoxMount]) -> Vec<OsString> {
-    let shares_host_net = !spec.allow_net.is_empty();
+pub fn bwrap_args(name: &str, rootfs: &Path, mounts: &[BoxMount]) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |words: &[&str]| a.extend(words.iter().map(OsString::from));
     push(&["--unshare-user", "--uid", "0", "--gid", "0"]);
-    push(&["--unshare-pid", "--unshare-ipc", "--unshare-uts"]);
-    if !shares_host_net {
-        push(&["--unshare-net"]);
-    }
+    push(&[
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-net",
+    ]);
     push(&["--cap-drop", "ALL"]);
     for fd in SECCOMP_FDS {
         push(&["--add-seccomp-fd", &fd.to_string()]);
@@ -54,9 +55,6 @@ pub fn bwrap_args(name: &str, spec: &BoxSpec, rootfs: &Path, mounts: &[BoxMount]
     a.push(rootfs.into());
     a.push("/".into());
     a.extend(["--proc", "/proc", "--dev", "/dev", "--hostname", name].map(OsString::from));
-    if shares_host_net {
-        a.extend(["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"].map(OsString::from));
-    }
     for m in mounts {
         a.push(if m.read_only { "--ro-bind" } else { "--bind" }.into());
         a.push(m.host_path.clone().into());
@@ -74,9 +72,16 @@ pub fn bwrap_args(name: &str, spec: &BoxSpec, rootfs: &Path, mounts: &[BoxMount]
     a
 }
 
-/// The spec's mounts with each guest path resolved inside `rootfs`.
-pub fn resolve_mounts(rootfs: &Path, spec: &BoxSpec) -> Result<Vec<BoxMount>> {
-    spec.mounts
+/// The spec's mounts with each guest path resolved inside `rootfs`, and
+/// `hosts` (the box's own `/etc/hosts`, for a box with egress) bound
+/// read-only over the image's.
+pub fn resolve_mounts(
+    rootfs: &Path,
+    spec: &BoxSpec,
+    hosts: Option<&Path>,
+) -> Result<Vec<BoxMount>> {
+    let mut mounts: Vec<BoxMount> = spec
+        .mounts
         .iter()
         .map(|m| {
             let guest_path = resolve_in_root(rootfs, &m.guest_path)?;
@@ -92,7 +97,15 @@ pub fn resolve_mounts(rootfs: &Path, spec: &BoxSpec) -> Result<Vec<BoxMount>> {
                 read_only: m.read_only,
             })
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    if let Some(hosts) = hosts {
+        mounts.push(BoxMount {
+            host_path: hosts.to_path_buf(),
+            guest_path: resolve_in_root(rootfs, "/etc/hosts")?,
+            read_only: true,
+        });
+    }
+    Ok(mounts)
 }
 
 /// Resolves the symlinks of `guest` (an absolute, normalized path inside
@@ -180,22 +193,18 @@ mod tests {
             }],
             ..Default::default()
         };
-        let err = resolve_mounts(r, &spec).unwrap_err().to_string();
+        let err = resolve_mounts(r, &spec, None).unwrap_err().to_string();
         assert!(err.contains("/proc/self"), "{err}");
     }
 
     #[test]
     fn args_keep_their_invariants() {
-        let spec = BoxSpec {
-            allow_net: vec![],
-            ..Default::default()
-        };
         let mounts = [BoxMount {
             host_path: "/srv/p".into(),
             guest_path: "/workspace".into(),
             read_only: true,
         }];
-        let a = bwrap_args("b1", &spec, Path::new("/h/rootfs"), &mounts);
+        let a = bwrap_args("b1", Path::new("/h/rootfs"), &mounts);
         let words: Vec<&str> = a.iter().map(|s| s.to_str().unwrap()).collect();
         assert!(words.contains(&"--unshare-net"));
         assert!(words.windows(2).any(|w| w == ["--cap-drop", "ALL"]));

@@ -29,7 +29,6 @@ pub struct Sandbox {
     /// Host pid of the box's init: it runs once the box is fully set up,
     /// and execs join its namespaces and root.
     pub pid: i32,
-    pub shares_host_net: bool,
 }
 
 /// A sealed, executable memfd holding the init, made once per daemon.
@@ -75,15 +74,13 @@ fn program_memfd(program: &seccompiler::BpfProgram) -> Result<OwnedFd> {
 impl Sandbox {
     pub async fn start(bwrap: &Path, record: &BoxRecord, rootfs: &Path) -> Result<Sandbox> {
         let init = init_memfd()?;
-        let shares_host_net = !record.spec.allow_net.is_empty();
-        let mounts = options::resolve_mounts(rootfs, &record.spec)?;
+        let hosts = match record.spec.allow_net.is_empty() {
+            true => None,
+            false => Some(super::egress::hosts_file(&record.dir)?),
+        };
+        let mounts = options::resolve_mounts(rootfs, &record.spec, hosts.as_deref())?;
         let mut cmd = tokio::process::Command::new(bwrap);
-        cmd.args(options::bwrap_args(
-            &record.name,
-            &record.spec,
-            rootfs,
-            &mounts,
-        ));
+        cmd.args(options::bwrap_args(&record.name, rootfs, &mounts));
 
         let (info_r, info_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| Error::io("pipe", e.into()))?;
@@ -168,7 +165,6 @@ impl Sandbox {
             ended,
             pid1,
             pid: init_pid,
-            shares_host_net,
         })
     }
 

@@ -1,0 +1,223 @@
+//! The box's side of its egress proxy ([`crate::egress`]).
+//!
+//! A box with a non-empty allow-net still gets a network namespace of its
+//! own with only loopback: nothing routes out, DNS included. The daemon
+//! opens a listening socket on `127.0.0.1:3128` *inside* that namespace
+//! (through a short-lived helper, `boxd __nslisten`, since joining a
+//! namespace needs a single-threaded process) and serves the proxy on it
+//! from the host side, where the proxy resolves names and connects.
+//! Every exec gets `HTTP_PROXY`/`HTTPS_PROXY` (both cases) pointing there,
+//! `NO_PROXY` for the box's own loopback, `NODE_USE_ENV_PROXY=1` (Node's
+//! `fetch` reads the proxy variables only then) and each secret's
+//! placeholder in `$NAME`. The box's `/etc/hosts` names the host as
+//! [`HOST_ALIAS`], which the proxy maps to the host's loopback.
+
+use std::ffi::OsString;
+use std::io::{IoSlice, IoSliceMut, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+
+use nix::sched::CloneFlags;
+use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
+
+use crate::error::{Error, Result};
+use crate::registry::BoxSpec;
+
+/// The argument that selects the listener helper in `main`.
+pub const HELPER_ARG: &str = "__nslisten";
+/// Where the proxy listens inside every box (squid's port).
+pub const PROXY_PORT: u16 = 3128;
+/// The host, as boxes name it.
+pub const HOST_ALIAS: &str = "host.boxd.internal";
+const CHANNEL_FD: RawFd = 3;
+
+/// The environment every exec of a box with egress gets, before the
+/// box's and the exec's own variables (which may override it).
+pub fn exec_env(spec: &BoxSpec) -> Vec<(String, String)> {
+    if spec.allow_net.is_empty() {
+        return Vec::new();
+    }
+    let proxy = format!("http://127.0.0.1:{PROXY_PORT}");
+    let no_proxy = "localhost,127.0.0.1,::1".to_owned();
+    let mut env: Vec<(String, String)> = [
+        ("HTTP_PROXY", &proxy),
+        ("HTTPS_PROXY", &proxy),
+        ("http_proxy", &proxy),
+        ("https_proxy", &proxy),
+        ("NO_PROXY", &no_proxy),
+        ("no_proxy", &no_proxy),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.clone()))
+    .collect();
+    env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+    for s in &spec.secrets {
+        env.push((s.name.clone(), s.placeholder.clone()));
+    }
+    env
+}
+
+/// Writes the box's `/etc/hosts` (bound over the image's, read-only) into
+/// the box directory and returns its path.
+pub fn hosts_file(box_dir: &Path) -> Result<PathBuf> {
+    let path = box_dir.join("hosts");
+    let text = format!(
+        "# Written by boxd. This box reaches the network only through its egress\n\
+         # proxy (http://127.0.0.1:{PROXY_PORT}); {HOST_ALIAS} is the host.\n\
+         127.0.0.1\tlocalhost\n\
+         ::1\tlocalhost ip6-localhost ip6-loopback\n\
+         127.0.0.1\t{HOST_ALIAS}\n"
+    );
+    std::fs::write(&path, text).map_err(|e| Error::io(format!("write {}", path.display()), e))?;
+    Ok(path)
+}
+
+/// Opens a listening TCP socket on `127.0.0.1:port` in the network
+/// namespace of the box whose process is `pid`.
+pub async fn listen_in_box(pid: i32, port: u16) -> Result<std::net::TcpListener> {
+    let (ours, theirs) =
+        std::os::unix::net::UnixStream::pair().map_err(|e| Error::io("socketpair", e))?;
+    let mut cmd = tokio::process::Command::new("/proc/self/exe");
+    cmd.arg(HELPER_ARG)
+        .arg(pid.to_string())
+        .arg(port.to_string())
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let raw = theirs.as_raw_fd();
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if raw == CHANNEL_FD {
+                libc::fcntl(CHANNEL_FD, libc::F_SETFD, 0);
+            } else if libc::dup2(raw, CHANNEL_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::io("start the listener helper", e))?;
+    drop(theirs);
+    let received = tokio::task::spawn_blocking(move || receive(&ours))
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    let _ = child.wait().await;
+    match received {
+        Ok(fd) => Ok(std::net::TcpListener::from(fd)),
+        Err(why) => Err(Error::Engine(format!(
+            "could not open the egress proxy inside the box: {why}"
+        ))),
+    }
+}
+
+/// One message: the listening socket as `SCM_RIGHTS`, or an error text.
+fn receive(channel: &std::os::unix::net::UnixStream) -> std::result::Result<OwnedFd, String> {
+    let mut buf = [0u8; 512];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let mut iov = [IoSliceMut::new(&mut buf)];
+    let msg = recvmsg::<()>(
+        channel.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .map_err(|e| format!("recvmsg: {e}"))?;
+    let mut fd = None;
+    for c in msg.cmsgs().map_err(|e| format!("recvmsg: {e}"))? {
+        if let ControlMessageOwned::ScmRights(fds) = c {
+            for f in fds {
+                // SAFETY: the kernel just gave us this descriptor.
+                let owned = unsafe { OwnedFd::from_raw_fd(f) };
+                fd.get_or_insert(owned);
+            }
+        }
+    }
+    let n = msg.bytes;
+    match fd {
+        Some(fd) => Ok(fd),
+        None if n > 0 => Err(String::from_utf8_lossy(&buf[..n]).into_owned()),
+        None => Err("the helper ended without a socket".into()),
+    }
+}
+
+/// `boxd __nslisten PID PORT`: joins the box's user and network
+/// namespaces, listens on loopback and passes the socket back on fd 3.
+/// Runs before anything else in `main`, single-threaded.
+pub fn helper_main(args: Vec<OsString>) -> ! {
+    // SAFETY: fd 3 was set up by the daemon for us.
+    let channel = unsafe { std::os::unix::net::UnixStream::from_raw_fd(CHANNEL_FD) };
+    let code = match listen(&args) {
+        Ok(listener) => {
+            let fds = [listener.as_raw_fd()];
+            let cmsg = [ControlMessage::ScmRights(&fds)];
+            let ok = sendmsg::<()>(
+                channel.as_raw_fd(),
+                // A stream socket carries ancillary data only with a byte.
+                &[IoSlice::new(b"L")],
+                &cmsg,
+                MsgFlags::empty(),
+                None,
+            );
+            i32::from(ok.is_err())
+        }
+        Err(why) => {
+            let _ = (&channel).write_all(why.as_bytes());
+            1
+        }
+    };
+    std::process::exit(code)
+}
+
+fn listen(args: &[OsString]) -> std::result::Result<std::net::TcpListener, String> {
+    let word = |i: usize| {
+        args.get(i)
+            .and_then(|a| a.to_str())
+            .ok_or("bad helper arguments")
+    };
+    let pid: i32 = word(0)?.parse().map_err(|_| "bad pid")?;
+    let port: u16 = word(1)?.parse().map_err(|_| "bad port")?;
+    for (ns, flag) in [
+        ("user", CloneFlags::CLONE_NEWUSER),
+        ("net", CloneFlags::CLONE_NEWNET),
+    ] {
+        let f = std::fs::File::open(format!("/proc/{pid}/ns/{ns}"))
+            .map_err(|e| format!("the box is not running ({ns}: {e})"))?;
+        nix::sched::setns(&f, flag).map_err(|e| format!("joining the box ({ns}): {e}"))?;
+    }
+    std::net::TcpListener::bind(("127.0.0.1", port))
+        .map_err(|e| format!("listen on 127.0.0.1:{port} in the box: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boxes_without_network_get_no_proxy_variables() {
+        assert!(exec_env(&BoxSpec::default()).is_empty());
+        let spec = BoxSpec {
+            allow_net: vec!["example.com".into()],
+            secrets: vec![crate::egress::Secret {
+                name: "API_KEY".into(),
+                hosts: vec!["example.com".into()],
+                placeholder: "PH".into(),
+                value: "v".into(),
+            }],
+            ..Default::default()
+        };
+        let env = exec_env(&spec);
+        let get = |k: &str| {
+            env.iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("HTTPS_PROXY"), Some("http://127.0.0.1:3128"));
+        assert_eq!(get("no_proxy"), Some("localhost,127.0.0.1,::1"));
+        assert_eq!(get("API_KEY"), Some("PH"));
+        assert!(!env.iter().any(|(_, v)| v == "v"), "never the value");
+    }
+}

@@ -1,0 +1,360 @@
+//! Network policy on the namespace engine: a box with an allow-list has no
+//! route out and reaches exactly its listed hosts through boxd's egress
+//! proxy; secrets stay in the daemon.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+use boxd_tests::*;
+
+/// A tiny HTTP server on `addr` that records each request it gets and
+/// answers `hello` (never echoing what it received).
+struct Server {
+    port: u16,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    fn start(addr: &str) -> Server {
+        let listener = TcpListener::bind((addr, 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let log = log.clone();
+                std::thread::spawn(move || {
+                    let mut conn = conn;
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    // Read the head (and a small body, if any arrives with it).
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match conn.read(&mut chunk) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    log.lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&buf).into_owned());
+                    let _ = conn.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+                    );
+                });
+            }
+        });
+        Server { port, seen }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// This host's address on its default route (not loopback).
+fn host_address() -> String {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    // No packet is sent: connect only picks the route.
+    s.connect("10.255.255.254:9").unwrap();
+    s.local_addr().unwrap().ip().to_string()
+}
+
+fn allow(hosts: &[&str]) -> v1::BoxSpec {
+    v1::BoxSpec {
+        allow_net: hosts.iter().map(|h| h.to_string()).collect(),
+        ..busybox_spec()
+    }
+}
+
+/// A raw request to the box's proxy, through busybox nc, and its answer
+/// (the request is expanded by the box's shell: `$VAR` works).
+async fn via_proxy(c: &mut Client, name: &str, request: &str) -> String {
+    let script = format!("printf \"{request}\" | nc 127.0.0.1 3128");
+    run(c, name, &["sh", "-c", &script]).await.stdout_str()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_box_reaches_its_listed_hosts_and_nothing_else() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let describe = c
+        .describe(v1::DescribeRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(describe.network_filtering, "the namespace engine filters");
+    assert!(describe.capabilities.iter().any(|c| c == "net.allowlist"));
+
+    let local = Server::start("127.0.0.1");
+    let outside = Server::start("0.0.0.0");
+    let ip = host_address();
+    up(&mut c, "net", allow(&["host.boxd.internal"])).await;
+
+    // The listed host (the host's loopback, named by a hosts entry the box
+    // sees) answers, through the proxy the box's environment names.
+    let hosts = sh(&mut c, "net", "cat /etc/hosts").await;
+    assert!(hosts.contains("host.boxd.internal"), "{hosts}");
+    let url = format!("http://host.boxd.internal:{}/listed", local.port);
+    assert_eq!(
+        sh(&mut c, "net", &format!("wget -q -O - {url}")).await,
+        "hello"
+    );
+    assert!(
+        local
+            .requests()
+            .iter()
+            .any(|r| r.starts_with("GET /listed "))
+    );
+
+    // Unlisted hosts are refused by the proxy, with the reason.
+    let refused = via_proxy(
+        &mut c,
+        "net",
+        &format!(
+            "GET http://{ip}:{}/unlisted HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n",
+            outside.port
+        ),
+    )
+    .await;
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    assert!(
+        refused.contains(&format!("{ip} is not in the allow-net list of box net")),
+        "{refused}"
+    );
+    let tunnel = via_proxy(
+        &mut c,
+        "net",
+        "CONNECT example.com:443 HTTP/1.1\\r\\n\\r\\n",
+    )
+    .await;
+    assert!(tunnel.starts_with("HTTP/1.1 403"), "{tunnel}");
+    let out = run(
+        &mut c,
+        "net",
+        &[
+            "wget",
+            "-q",
+            "-O",
+            "-",
+            &format!("http://{ip}:{}/x", outside.port),
+        ],
+    )
+    .await;
+    assert_ne!(out.exit.code, Some(0), "{out:?}");
+    assert!(outside.requests().is_empty(), "{:?}", outside.requests());
+
+    // Raw TCP, a request around the proxy, DNS: nothing leaves.
+    // Control: the host reaches the same server directly.
+    let mut conn = TcpStream::connect((ip.as_str(), outside.port)).unwrap();
+    conn.write_all(b"GET /control HTTP/1.0\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).unwrap();
+    assert!(reply.ends_with("hello"));
+    let raw = run(
+        &mut c,
+        "net",
+        &[
+            "sh",
+            "-c",
+            &format!("echo hi | nc -w 3 {ip} {}", outside.port),
+        ],
+    )
+    .await;
+    assert_ne!(raw.exit.code, Some(0), "raw TCP left the box: {raw:?}");
+    let direct = run(
+        &mut c,
+        "net",
+        &["wget", "-Y", "off", "-T", "3", "-q", "-O", "-", &url],
+    )
+    .await;
+    assert_ne!(direct.exit.code, Some(0), "{direct:?}");
+    let resolver = std::fs::read_to_string("/etc/resolv.conf")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("nameserver ")
+                .map(str::trim)
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "1.1.1.1".into());
+    let dns = run(&mut c, "net", &["nslookup", "example.com", &resolver]).await;
+    assert_ne!(dns.exit.code, Some(0), "DNS left the box: {dns:?}");
+    let control = std::process::Command::new("getent")
+        .args(["hosts", "localhost"])
+        .output()
+        .unwrap();
+    assert!(control.status.success());
+    assert_eq!(
+        outside.requests().len(),
+        1,
+        "only the host's control request: {:?}",
+        outside.requests()
+    );
+
+    // Wildcards, and the list is checked at create.
+    let bad = c
+        .create_box(v1::CreateBoxRequest {
+            name: "bad-net".into(),
+            spec: Some(allow(&["https://example.com"])),
+        })
+        .await
+        .unwrap_err();
+    assert!(bad.message().contains("allow-net"), "{}", bad.message());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_goes_only_to_its_hosts_and_never_into_the_box() {
+    let d = Daemon::start();
+    let server = Server::start("127.0.0.1");
+    let value = format!("boxd-test-secret-{}", rand::random::<u64>());
+    // Through harness-box-exec, with the value in its environment.
+    let script = format!(
+        "wget -q -O - --header \"Authorization: Bearer $API_TOKEN\" http://host.boxd.internal:{}/with-secret",
+        server.port
+    );
+    let out = d
+        .proxy()
+        .env("API_TOKEN", &value)
+        .args(["--box", "secretive", "--image"])
+        .arg(busybox())
+        .args([
+            "--allow-net",
+            "host.boxd.internal",
+            "--allow-net",
+            "localhost",
+            "--secret",
+            "API_TOKEN:host.boxd.internal",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "hello",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = server.requests();
+    assert!(
+        got.iter()
+            .any(|r| r.contains(&format!("Authorization: Bearer {value}"))),
+        "the listed host got the value: {got:?}"
+    );
+
+    let mut c = d.client().await;
+    // The box holds the placeholder.
+    let env = sh(&mut c, "secretive", "echo $API_TOKEN").await;
+    assert_eq!(env.trim(), "BOXD_SECRET_PLACEHOLDER_API_TOKEN");
+    // Another allowed host is not one of the secret's: the placeholder
+    // goes out as it is.
+    let answer = via_proxy(
+        &mut c,
+        "secretive",
+        &format!(
+            "GET http://localhost:{}/other HTTP/1.1\\r\\nHost: localhost\\r\\nAuthorization: Bearer $API_TOKEN\\r\\n\\r\\n",
+            server.port
+        ),
+    )
+    .await;
+    assert!(answer.ends_with("hello"), "{answer}");
+    let other = server
+        .requests()
+        .into_iter()
+        .find(|r| r.starts_with("GET /other "))
+        .unwrap();
+    assert!(
+        other.contains("Bearer BOXD_SECRET_PLACEHOLDER_API_TOKEN"),
+        "{other}"
+    );
+    assert!(!other.contains(&value), "{other}");
+
+    // Nowhere in the box: not in any process's environment or command
+    // line, not in any file. The search gets the value in two halves, so
+    // that its own environment and command line do not hold it whole.
+    let (a, b) = value.split_at(value.len() / 2);
+    let search = "printf '%s%s\\n' \"$A\" \"$B\" > /tmp/pattern; \
+         cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c -F -f /tmp/pattern; \
+         find / -xdev -type f ! -path /tmp/pattern 2>/dev/null | xargs grep -l -F -f /tmp/pattern 2>/dev/null | wc -l; \
+         rm /tmp/pattern";
+    let mut start = start_req("secretive", &["sh", "-c", search]);
+    start.env = std::collections::HashMap::from([("A".into(), a.into()), ("B".into(), b.into())]);
+    let found = collect(ExecStream::start(&mut c, start).await.unwrap()).await;
+    let counts: Vec<String> = found
+        .stdout_str()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(counts, ["0", "0"], "{found:?}");
+    // Control: the same search finds a value that is there.
+    let mut start = start_req("secretive", &["sh", "-c", search]);
+    start.env = std::collections::HashMap::from([
+        ("A".into(), "BOXD_SECRET_PLACEHOLDER".into()),
+        ("B".into(), "_API_TOKEN".into()),
+    ]);
+    let found = collect(ExecStream::start(&mut c, start).await.unwrap()).await;
+    assert_ne!(
+        found.stdout_str().split_whitespace().next(),
+        Some("0"),
+        "{found:?}"
+    );
+
+    // Not in any reply, nor in the daemon's log.
+    let inspect = d
+        .boxctl()
+        .args(["inspect", "secretive", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&inspect.stdout);
+    assert!(
+        text.contains("API_TOKEN") && !text.contains(&value),
+        "{text}"
+    );
+    let log = std::fs::read_to_string(d.home.join("logs/boxd.log")).unwrap_or_default();
+    assert!(!log.contains(&value));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn npm_install_through_a_box_that_may_reach_only_the_registry() {
+    let image = boxd_tests::agent::node_image();
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let mut mounts = Vec::new();
+    let mut env = std::collections::HashMap::new();
+    if let Ok(ca) = std::env::var("NODE_EXTRA_CA_CERTS") {
+        mounts.push(v1::Mount {
+            host_path: ca,
+            guest_path: "/etc/ssl/host-extra-ca.crt".into(),
+            read_only: true,
+        });
+        env.insert(
+            "NODE_EXTRA_CA_CERTS".to_owned(),
+            "/etc/ssl/host-extra-ca.crt".to_owned(),
+        );
+    }
+    let spec = |hosts: &[&str]| v1::BoxSpec {
+        image: image.to_string_lossy().into_owned(),
+        allow_net: hosts.iter().map(|h| h.to_string()).collect(),
+        mounts: mounts.clone(),
+        env: env.clone(),
+        ..Default::default()
+    };
+    up(&mut c, "npm-ok", spec(&["registry.npmjs.org"])).await;
+    let install = "cd /tmp && npm install --no-audit --no-fund --fetch-retries=0 is-number@7.0.0 2>&1 && node -e 'console.log(require(\"is-number\")(5))'";
+    let out = run(&mut c, "npm-ok", &["sh", "-c", install]).await;
+    assert_eq!(out.exit.code, Some(0), "{}", out.stdout_str());
+    assert!(
+        out.stdout_str().trim_end().ends_with("true"),
+        "{}",
+        out.stdout_str()
+    );
+
+    // Control: the same install from a box that may reach another host only.
+    up(&mut c, "npm-no", spec(&["example.com"])).await;
+    let out = run(&mut c, "npm-no", &["sh", "-c", install]).await;
+    assert_ne!(out.exit.code, Some(0), "{}", out.stdout_str());
+    assert!(out.stdout_str().contains("403"), "{}", out.stdout_str());
+}
