@@ -358,3 +358,69 @@ async fn npm_install_through_a_box_that_may_reach_only_the_registry() {
     assert_ne!(out.exit.code, Some(0), "{}", out.stdout_str());
     assert!(out.stdout_str().contains("403"), "{}", out.stdout_str());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_jsonl_envelope_carries_allow_net_and_secrets() {
+    let d = Daemon::start();
+    let server = Server::start("127.0.0.1");
+    let value = format!("jsonl-secret-{}", rand::random::<u64>());
+    let mut j = Jsonl::start(&d.socket);
+    let reply = j.call(
+        1,
+        "box.create",
+        serde_json::json!({
+            "name": "enveloped",
+            "image": busybox(),
+            "allowNet": ["host.boxd.internal"],
+            "secrets": [{"name": "TOKEN", "hosts": ["host.boxd.internal"], "value": value}],
+        }),
+    );
+    assert_eq!(reply["result"]["created"], true, "{reply}");
+    j.call(2, "box.start", serde_json::json!({"name": "enveloped"}));
+    let script = format!(
+        "wget -q -O /dev/null --header \"X-Token: $TOKEN\" http://host.boxd.internal:{}/jsonl",
+        server.port
+    );
+    let exec = j.call(
+        3,
+        "box.exec",
+        serde_json::json!({"name": "enveloped", "command": "sh", "args": ["-c", script]}),
+    );
+    let exit = j.exit_of(exec["result"]["execId"].as_str().unwrap());
+    assert_eq!(exit["exitCode"], 0, "{exit}");
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| r.contains(&format!("X-Token: {value}"))),
+        "{:?}",
+        server.requests()
+    );
+    // A value is write-only: what boxd says of the box holds no value.
+    let mut c = d.client().await;
+    let info = c
+        .inspect_box(v1::InspectBoxRequest {
+            name: "enveloped".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let secrets = info.spec.unwrap().secrets;
+    assert_eq!(secrets.len(), 1);
+    assert_eq!(secrets[0].name, "TOKEN");
+    assert!(secrets[0].value.is_empty());
+    // Exactly one source for a value.
+    let bad = j.call(
+        4,
+        "box.create",
+        serde_json::json!({"name": "bad", "image": busybox(), "allowNet": ["example.com"],
+            "secrets": [{"name": "T", "hosts": ["example.com"]}]}),
+    );
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exactly one of value"),
+        "{bad}"
+    );
+}
