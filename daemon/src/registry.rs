@@ -408,15 +408,19 @@ impl Registry {
         }
     }
 
-    /// Every box, by name.
-    pub async fn list(&self) -> Vec<BoxRecord> {
-        let slots: Vec<Arc<Slot>> = self
-            .boxes
+    /// Every box's slot, taken under the map lock only.
+    fn slots(&self) -> Vec<Arc<Slot>> {
+        self.boxes
             .lock()
             .expect("registry lock")
             .values()
             .cloned()
-            .collect();
+            .collect()
+    }
+
+    /// Every box, by name.
+    pub async fn list(&self) -> Vec<BoxRecord> {
+        let slots = self.slots();
         let mut out = Vec::with_capacity(slots.len());
         for slot in slots {
             let record = slot.lock().await;
@@ -448,14 +452,7 @@ impl Registry {
     async fn box_ended(&self, ended: crate::engine::Ended) {
         // Records are found by name; this runs rarely, so a scan will do
         // (a slot busy with a lifecycle operation is waited for).
-        let slots: Vec<Arc<Slot>> = self
-            .boxes
-            .lock()
-            .expect("registry lock")
-            .values()
-            .cloned()
-            .collect();
-        for slot in slots {
+        for slot in self.slots() {
             let mut guard = slot.lock().await;
             if guard.id != ended.id || guard.state != State::Running {
                 continue;

@@ -74,21 +74,7 @@ impl Daemon {
 
     /// A daemon with `--engine ENGINE` and extra environment variables.
     pub fn with_env(engine: &'static str, env: Vec<(String, String)>) -> Daemon {
-        let dir = tempfile::Builder::new()
-            .prefix("boxd-test-")
-            .tempdir_in("/tmp")
-            .expect("tempdir");
-        let socket = dir.path().join("run").join("boxd.sock");
-        let home = dir.path().join("home");
-        let mut d = Daemon {
-            child: None,
-            tmpfs_home: None,
-            engine,
-            env,
-            dir,
-            socket,
-            home,
-        };
+        let mut d = Daemon::unstarted(engine, env);
         d.spawn();
         d
     }
@@ -97,24 +83,30 @@ impl Daemon {
     /// visible only to boxd: `unshare --mount` (with `--user` when not
     /// root) mounts it just before boxd starts.
     pub fn with_tmpfs_home(size: &str) -> Daemon {
+        let mut d = Daemon::unstarted("namespace", Vec::new());
+        std::fs::create_dir_all(&d.home).unwrap();
+        d.tmpfs_home = Some(size.to_owned());
+        d.spawn();
+        d
+    }
+
+    /// A temporary socket and home, nothing started.
+    fn unstarted(engine: &'static str, env: Vec<(String, String)>) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("boxd-test-")
             .tempdir_in("/tmp")
             .expect("tempdir");
         let socket = dir.path().join("run").join("boxd.sock");
         let home = dir.path().join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        let mut d = Daemon {
+        Daemon {
             child: None,
-            tmpfs_home: Some(size.to_owned()),
-            engine: "namespace",
-            env: Vec::new(),
+            tmpfs_home: None,
+            engine,
+            env,
             dir,
             socket,
             home,
-        };
-        d.spawn();
-        d
+        }
     }
 
     /// Starts boxd on this socket and home and waits until it answers.
@@ -277,6 +269,21 @@ pub async fn up(client: &mut Client, name: &str, spec: v1::BoxSpec) -> v1::BoxIn
         })
         .await
         .expect("create box");
+    start(client, name).await
+}
+
+/// Every box the daemon lists.
+pub async fn list(client: &mut Client) -> Vec<v1::BoxInfo> {
+    client
+        .list_boxes(v1::ListBoxesRequest {})
+        .await
+        .expect("list boxes")
+        .into_inner()
+        .boxes
+}
+
+/// Starts an existing box.
+pub async fn start(client: &mut Client, name: &str) -> v1::BoxInfo {
     client
         .start_box(v1::StartBoxRequest { name: name.into() })
         .await

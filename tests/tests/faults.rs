@@ -126,25 +126,23 @@ async fn sigkill_with_fifty_streaming_execs_loses_no_box_and_hangs_no_client() {
     // 50 streaming execs through every client: 30 `boxctl exec`, 10
     // `harness-box-exec`, 10 in one `boxctl jsonl` driver.
     let mut clients: Vec<(String, Child)> = Vec::new();
-    for i in 0..30 {
-        let child = d
-            .boxctl()
-            .args(["exec", &boxes[i % 5], "--", "sh", "-c", STREAM])
+    for i in 0..40 {
+        let (what, mut cmd) = if i < 30 {
+            let mut cmd = d.boxctl();
+            cmd.args(["exec", &boxes[i % 5], "--"]);
+            ("boxctl exec", cmd)
+        } else {
+            let mut cmd = d.proxy();
+            cmd.args(["--box", &boxes[i % 5], "--"]);
+            ("harness-box-exec", cmd)
+        };
+        let child = cmd
+            .args(["sh", "-c", STREAM])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        clients.push((format!("boxctl exec #{i}"), child));
-    }
-    for i in 0..10 {
-        let child = d
-            .proxy()
-            .args(["--box", &boxes[i % 5], "--", "sh", "-c", STREAM])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        clients.push((format!("harness-box-exec #{i}"), child));
+        clients.push((format!("{what} #{i}"), child));
     }
     let mut jsonl = Jsonl::start(&d.socket);
     let mut exec_ids = Vec::new();
@@ -223,20 +221,13 @@ async fn sigkill_with_fifty_streaming_execs_loses_no_box_and_hangs_no_client() {
     // The next daemon (stale socket, stale lock) lists every box, files intact.
     d.restart();
     let mut c = d.client().await;
-    let list = c
-        .list_boxes(v1::ListBoxesRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .boxes;
+    let list = list(&mut c).await;
     assert_eq!(list.len(), 5, "{list:?}");
     for info in &list {
         assert_eq!(info.state, v1::BoxState::Stopped as i32, "{info:?}");
     }
     for b in &boxes {
-        c.start_box(v1::StartBoxRequest { name: b.clone() })
-            .await
-            .unwrap();
+        start(&mut c, &b).await;
         let got = sh(&mut c, b, "cat /kept /data/deep/file").await;
         assert_eq!(got, format!("kept-{b}\n{b}\n"));
     }
@@ -285,11 +276,7 @@ async fn a_stale_socket_and_lock_after_a_crash_need_no_manual_step() {
     d.kill();
     d.restart();
     let mut c = d.client().await;
-    c.start_box(v1::StartBoxRequest {
-        name: "after-crash".into(),
-    })
-    .await
-    .unwrap();
+    start(&mut c, "after-crash").await;
     assert_eq!(sh(&mut c, "after-crash", "echo again").await, "again\n");
 }
 
@@ -387,19 +374,27 @@ async fn a_full_home_gives_clear_errors_and_corrupts_nothing() {
     assert!(fill.contains("No space left"), "the disk filled up: {fill}");
 
     // A create copies the image: refused with the reason, nothing left behind.
-    let err = c
-        .create_box(v1::CreateBoxRequest {
-            name: "full-b".into(),
-            spec: Some(busybox_spec()),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.code(),
-        boxd_client::tonic::Code::ResourceExhausted,
-        "{err:?}"
-    );
-    assert!(err.message().contains("no space left"), "{}", err.message());
+    let full = |c: &mut Client, name: &str, spec: v1::BoxSpec| {
+        let mut c = c.clone();
+        let name = name.to_owned();
+        async move {
+            let err = c
+                .create_box(v1::CreateBoxRequest {
+                    name,
+                    spec: Some(spec),
+                })
+                .await
+                .unwrap_err();
+            assert_eq!(
+                err.code(),
+                boxd_client::tonic::Code::ResourceExhausted,
+                "{err:?}"
+            );
+            assert!(err.message().contains("no space left"), "{}", err.message());
+            err
+        }
+    };
+    let err = full(&mut c, "full-b", busybox_spec()).await;
     println!("create on a full disk: {:?}: {}", err.code(), err.message());
     // A new image cannot be unpacked either.
     let dir = tempfile::tempdir().unwrap();
@@ -410,30 +405,15 @@ async fn a_full_home_gives_clear_errors_and_corrupts_nothing() {
             vec![boxd_tests::image::file_layer("big", &vec![7u8; 4 << 20])],
         )],
     );
-    let err = c
-        .create_box(v1::CreateBoxRequest {
-            name: "full-c".into(),
-            spec: Some(v1::BoxSpec {
-                image: dir.path().to_string_lossy().into_owned(),
-                ..Default::default()
-            }),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.code(),
-        boxd_client::tonic::Code::ResourceExhausted,
-        "{err:?}"
-    );
+    let image = v1::BoxSpec {
+        image: dir.path().to_string_lossy().into_owned(),
+        ..Default::default()
+    };
+    let err = full(&mut c, "full-c", image).await;
     println!("unpack on a full disk: {:?}: {}", err.code(), err.message());
 
     // The daemon is up; the stored box and its files are intact.
-    let list = c
-        .list_boxes(v1::ListBoxesRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .boxes;
+    let list = list(&mut c).await;
     assert_eq!(
         list.iter().map(|b| b.name.as_str()).collect::<Vec<_>>(),
         ["full-a"]
@@ -477,12 +457,7 @@ async fn a_full_home_gives_clear_errors_and_corrupts_nothing() {
     up(&mut c, "full-b", busybox_spec()).await;
     assert_eq!(sh(&mut c, "full-a", "cat /precious").await, "precious\n");
     assert_eq!(sh(&mut c, "full-b", "echo fresh").await, "fresh\n");
-    let boxes = c
-        .list_boxes(v1::ListBoxesRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .boxes;
+    let boxes = list(&mut c).await;
     assert_eq!(boxes.len(), 2, "{boxes:?}");
 }
 
@@ -541,10 +516,6 @@ async fn a_box_whose_init_is_killed_is_reported_and_its_execs_end_with_an_error(
 
     // The daemon and the other box are fine; the victim starts again.
     assert_eq!(sh(&mut c, "bystander", "echo fine").await, "fine\n");
-    c.start_box(v1::StartBoxRequest {
-        name: "victim".into(),
-    })
-    .await
-    .unwrap();
+    start(&mut c, "victim").await;
     assert_eq!(sh(&mut c, "victim", "echo back").await, "back\n");
 }

@@ -407,15 +407,7 @@ async fn thousands_of_boxes_hit_the_limit_not_the_disk() {
     })
     .await
     .ok();
-    let names: Vec<String> = c
-        .list_boxes(v1::ListBoxesRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .boxes
-        .into_iter()
-        .map(|b| b.name)
-        .collect();
+    let names: Vec<String> = list(&mut c).await.into_iter().map(|b| b.name).collect();
     let victim = names[0].clone();
     c.remove_box(v1::RemoveBoxRequest {
         name: victim,

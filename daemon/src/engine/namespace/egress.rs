@@ -75,33 +75,16 @@ pub fn hosts_file(box_dir: &Path) -> Result<PathBuf> {
 /// Opens a listening TCP socket on `127.0.0.1:port` in the network
 /// namespace of the box whose process is `pid`.
 pub async fn listen_in_box(pid: i32, port: u16) -> Result<std::net::TcpListener> {
-    let (ours, theirs) =
-        std::os::unix::net::UnixStream::pair().map_err(|e| Error::io("socketpair", e))?;
-    let mut cmd = tokio::process::Command::new("/proc/self/exe");
-    cmd.arg(HELPER_ARG)
+    let mut helper = super::nsexec::Helper::new(HELPER_ARG)?;
+    helper
+        .cmd
         .arg(pid.to_string())
         .arg(port.to_string())
         .env_clear()
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    let raw = theirs.as_raw_fd();
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if raw == CHANNEL_FD {
-                libc::fcntl(CHANNEL_FD, libc::F_SETFD, 0);
-            } else if libc::dup2(raw, CHANNEL_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::io("start the listener helper", e))?;
-    drop(theirs);
+    let (mut child, ours) = helper.spawn("the listener helper")?;
     let received = tokio::task::spawn_blocking(move || receive(&ours))
         .await
         .map_err(|e| Error::Internal(e.to_string()))?;

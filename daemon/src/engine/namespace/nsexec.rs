@@ -93,11 +93,9 @@ pub async fn spawn(
     tty: Option<(u16, u16)>,
 ) -> Result<Process> {
     use std::process::Stdio;
-    let (status_ours, status_theirs) =
-        std::os::unix::net::UnixStream::pair().map_err(|e| Error::io("socketpair", e))?;
-    let mut cmd = tokio::process::Command::new("/proc/self/exe");
-    cmd.arg(HELPER_ARG)
-        .arg(target.pid.to_string())
+    let mut helper = Helper::new(HELPER_ARG)?;
+    let cmd = &mut helper.cmd;
+    cmd.arg(target.pid.to_string())
         .arg(working_dir)
         .arg(if tty.is_some() { "1" } else { "0" })
         .arg("--")
@@ -120,27 +118,8 @@ pub async fn spawn(
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
     }
-    let status_raw = status_theirs.as_raw_fd();
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            libc::umask(0o022);
-            crate::limits::restore_in_child();
-            if status_raw == STATUS_FD {
-                libc::fcntl(STATUS_FD, libc::F_SETFD, 0);
-            } else if libc::dup2(status_raw, STATUS_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::io("start the exec helper", e))?;
-    drop(status_theirs);
-    // The slave ends were moved into the command; drop ours so EOF arrives.
-    drop(cmd);
+    // The pty's slave ends go with the command, so EOF arrives.
+    let (mut child, status_ours) = helper.spawn("the exec helper")?;
 
     status_ours
         .set_nonblocking(true)
@@ -199,6 +178,60 @@ pub async fn spawn(
         }),
         exit,
     })
+}
+
+/// A re-execution of this binary as one of its single-threaded helpers
+/// (`mode` selects which in `main`): it dies with the daemon, runs with the
+/// daemon's original open-file limit and umask 022, and has one end of a
+/// socket pair as fd 3; the daemon keeps the other.
+pub(super) struct Helper {
+    pub cmd: tokio::process::Command,
+    ours: std::os::unix::net::UnixStream,
+    theirs: std::os::unix::net::UnixStream,
+}
+
+impl Helper {
+    pub fn new(mode: &str) -> Result<Helper> {
+        let (ours, theirs) =
+            std::os::unix::net::UnixStream::pair().map_err(|e| Error::io("socketpair", e))?;
+        let mut cmd = tokio::process::Command::new("/proc/self/exe");
+        cmd.arg(mode);
+        let raw = theirs.as_raw_fd();
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                libc::umask(0o022);
+                crate::limits::restore_in_child();
+                if raw == STATUS_FD {
+                    libc::fcntl(STATUS_FD, libc::F_SETFD, 0);
+                } else if libc::dup2(raw, STATUS_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(Helper { cmd, ours, theirs })
+    }
+
+    /// Starts the helper; returns it and the daemon's end of the pair.
+    /// The helper's end of the pair, and whatever the command holds (a
+    /// pty's slave ends), are closed here once the child has its copies.
+    pub fn spawn(
+        self,
+        what: &str,
+    ) -> Result<(tokio::process::Child, std::os::unix::net::UnixStream)> {
+        let Helper {
+            mut cmd,
+            ours,
+            theirs,
+        } = self;
+        let child = cmd
+            .spawn()
+            .map_err(|e| Error::io(format!("start {what}"), e))?;
+        drop((cmd, theirs));
+        Ok((child, ours))
+    }
 }
 
 /// Bigger pipe buffers mean fewer, larger reads for bulk output. Best
