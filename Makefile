@@ -69,6 +69,7 @@ fuzz:
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p boxd-tests --test faults --test load --test hostile --test isolation -- -D warnings
 	$(CARGO) clippy -p boxd --all-targets --features boxlite-test-support -- -D warnings
 
 # Type-check (and lint) the macOS-only code from Linux: the XPC shim, and

@@ -221,13 +221,13 @@ async fn sigkill_with_fifty_streaming_execs_loses_no_box_and_hangs_no_client() {
     // The next daemon (stale socket, stale lock) lists every box, files intact.
     d.restart();
     let mut c = d.client().await;
-    let list = list(&mut c).await;
-    assert_eq!(list.len(), 5, "{list:?}");
-    for info in &list {
+    let listed = list(&mut c).await;
+    assert_eq!(listed.len(), 5, "{listed:?}");
+    for info in &listed {
         assert_eq!(info.state, v1::BoxState::Stopped as i32, "{info:?}");
     }
     for b in &boxes {
-        start(&mut c, &b).await;
+        start(&mut c, b).await;
         let got = sh(&mut c, b, "cat /kept /data/deep/file").await;
         assert_eq!(got, format!("kept-{b}\n{b}\n"));
     }
@@ -413,9 +413,9 @@ async fn a_full_home_gives_clear_errors_and_corrupts_nothing() {
     println!("unpack on a full disk: {:?}: {}", err.code(), err.message());
 
     // The daemon is up; the stored box and its files are intact.
-    let list = list(&mut c).await;
+    let listed = list(&mut c).await;
     assert_eq!(
-        list.iter().map(|b| b.name.as_str()).collect::<Vec<_>>(),
+        listed.iter().map(|b| b.name.as_str()).collect::<Vec<_>>(),
         ["full-a"]
     );
     assert_eq!(sh(&mut c, "full-a", "cat /precious").await, "precious\n");
