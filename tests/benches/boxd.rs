@@ -5,7 +5,10 @@
 //!   root filesystem;
 //! - stdout throughput: 1 GiB through `cat` in a box, against the same bytes
 //!   through a direct pipe on the host;
-//! - create + start of a box from a cached image.
+//! - create + start of a box from a cached image;
+//! - HTTP through a box's egress proxy (allow-listed `host.boxd.internal`)
+//!   against the same `wget` in a bubblewrap sandbox sharing the host's
+//!   network (no proxy, no filter): small requests and a large download.
 //!
 //! Not a test: it asserts nothing about time. `BENCH_ITERS` sets the number
 //! of round trips (default 200), `BENCH_BYTES` the throughput size.
@@ -279,6 +282,8 @@ fn main() {
     for r in &lifecycle {
         println!("| {} | {} | {} |", r.what, ms(r.p50), ms(r.p99));
     }
+    egress(&rt, &mut c, &d, iters.min(100), bytes.min(256 << 20));
+
     println!(
         "\n## JSONL driver vs the gRPC client ({jsonl_iters} round trips; {text_mib:.0} MiB of text output)\n"
     );
@@ -301,5 +306,111 @@ fn main() {
         text_mib / grpc_text.as_secs_f64(),
         text_mib / jsonl_text.as_secs_f64(),
         grpc_text.as_secs_f64() / jsonl_text.as_secs_f64()
+    );
+}
+
+/// A host HTTP server on loopback answering every request with `size`
+/// bytes of zeros; returns its port.
+fn zeros_server(size: u64) -> u16 {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut conn = conn;
+                let mut head = [0u8; 4096];
+                let _ = conn.read(&mut head);
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n"
+                );
+                let chunk = vec![0u8; 1 << 20];
+                let mut left = size;
+                while left > 0 {
+                    let n = left.min(chunk.len() as u64) as usize;
+                    if conn.write_all(&chunk[..n]).is_err() {
+                        return;
+                    }
+                    left -= n as u64;
+                }
+            });
+        }
+    });
+    port
+}
+
+/// `make bench`'s egress rows: a box whose only way out is boxd's proxy
+/// against bubblewrap sharing the host network, same busybox `wget`.
+fn egress(rt: &tokio::runtime::Runtime, c: &mut Client, d: &Daemon, iters: usize, bytes: u64) {
+    let spec = v1::BoxSpec {
+        allow_net: vec!["host.boxd.internal".into()],
+        ..busybox_spec()
+    };
+    let info = rt.block_on(up(c, "bench-net", spec));
+    let rootfs = d.home.join("boxes").join(&info.id).join("rootfs");
+    let (small, large) = (zeros_server(5), zeros_server(bytes));
+    let direct = |url: &str| {
+        Command::new("bwrap")
+            .args(["--unshare-user", "--uid", "0", "--gid", "0"])
+            .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts"])
+            .arg("--bind")
+            .arg(&rootfs)
+            .args(["/", "--proc", "/proc", "--dev", "/dev", "--"])
+            .args(["/bin/wget", "-Y", "off", "-q", "-O", "/dev/null", url])
+            .env_clear()
+            .status()
+            .unwrap()
+    };
+    let proxied = |c: &mut Client, url: &str| {
+        let out = rt.block_on(run(c, "bench-net", &["wget", "-q", "-O", "/dev/null", url]));
+        assert_eq!(out.exit.code, Some(0), "{out:?}");
+    };
+    let via = |port: u16| format!("http://host.boxd.internal:{port}/");
+    let plain = |port: u16| format!("http://127.0.0.1:{port}/");
+    proxied(c, &via(small));
+    assert!(direct(&plain(small)).success());
+    let (mut through, mut around) = (Vec::new(), Vec::new());
+    for _ in 0..iters {
+        let t = Instant::now();
+        proxied(c, &via(small));
+        through.push(t.elapsed());
+        let t = Instant::now();
+        assert!(direct(&plain(small)).success());
+        around.push(t.elapsed());
+    }
+    let (through, around) = (
+        summarize("through the egress proxy", through),
+        summarize("bubblewrap, host network", around),
+    );
+    let t = Instant::now();
+    proxied(c, &via(large));
+    let big_through = t.elapsed();
+    let t = Instant::now();
+    assert!(direct(&plain(large)).success());
+    let big_around = t.elapsed();
+    let mib = bytes as f64 / (1 << 20) as f64;
+    println!(
+        "\n## HTTP from a box: egress proxy vs host network ({iters} small GETs; one {mib:.0} MiB GET)\n"
+    );
+    println!("| what | egress proxy (boxd) | bubblewrap, host network | ratio |");
+    println!("| --- | ---: | ---: | ---: |");
+    println!(
+        "| small GET incl. exec, p50 ms | {} | {} | {:.2}x |",
+        ms(through.p50),
+        ms(around.p50),
+        through.p50.as_secs_f64() / around.p50.as_secs_f64()
+    );
+    println!(
+        "| small GET incl. exec, p99 ms | {} | {} | {:.2}x |",
+        ms(through.p99),
+        ms(around.p99),
+        through.p99.as_secs_f64() / around.p99.as_secs_f64()
+    );
+    println!(
+        "| download MiB/s | {:.0} | {:.0} | {:.2}x |",
+        mib / big_through.as_secs_f64(),
+        mib / big_around.as_secs_f64(),
+        big_around.as_secs_f64() / big_through.as_secs_f64()
     );
 }
