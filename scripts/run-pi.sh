@@ -70,7 +70,7 @@ v_out=$(mktemp)
 version=$(tr -d '\n' <"$v_out"); rm -f "$v_out"
 versioned=$(now)
 
-say "step 2: one prompt (to the fake model on 127.0.0.1:$port)"
+say "step 2: one prompt (to the fake model on the host, host.boxd.internal:$port, through the box's egress proxy)"
 printf '{"providers":{"fake":{"baseUrl":"http://host.boxd.internal:%s/v1","api":"openai-completions","apiKey":"placeholder-not-a-key","models":[{"id":"fake-model"}]}}}' "$port" |
   "$BOXCTL" exec -i "$BOX" -- sh -c 'mkdir -p /root/.pi/agent && cat > /root/.pi/agent/models.json'
 p0=$(now)
