@@ -116,15 +116,17 @@ enum EngineChoice {
 }
 
 fn main() -> ExitCode {
-    let mut argv = std::env::args_os();
-    if argv.nth(1).as_deref() == Some(std::ffi::OsStr::new(engine::namespace::nsexec::HELPER_ARG)) {
-        // Must run before any thread exists: it joins a user namespace.
-        engine::namespace::nsexec::helper_main(argv.collect());
-    }
-    let mut argv = std::env::args_os();
-    if argv.nth(1).as_deref() == Some(std::ffi::OsStr::new(engine::namespace::egress::HELPER_ARG)) {
-        // Must run before any thread exists: it joins a user namespace.
-        engine::namespace::egress::helper_main(argv.collect());
+    // The namespace engine's helpers must run before any thread exists:
+    // they join a user namespace.
+    {
+        use engine::namespace::{egress, nsexec};
+        let mode = std::env::args_os().nth(1);
+        let rest = || std::env::args_os().skip(2).collect();
+        match mode.as_ref().and_then(|m| m.to_str()) {
+            Some(nsexec::HELPER_ARG) => nsexec::helper_main(rest()),
+            Some(egress::HELPER_ARG) => egress::helper_main(rest()),
+            _ => {}
+        }
     }
     // SAFETY: no other thread exists yet.
     unsafe { engine::boxlite::runtime_dir::export() };

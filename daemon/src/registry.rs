@@ -450,20 +450,21 @@ impl Registry {
     }
 
     async fn box_ended(&self, ended: crate::engine::Ended) {
-        // Records are found by name; this runs rarely, so a scan will do
-        // (a slot busy with a lifecycle operation is waited for).
-        for slot in self.slots() {
-            let mut guard = slot.lock().await;
-            if guard.id != ended.id || guard.state != State::Running {
-                continue;
-            }
-            guard.state = State::Failed;
-            guard.error = format!("the box ended on its own: {}", ended.reason);
-            if let Err(e) = persist(&guard) {
-                tracing::warn!(box_name = %guard.name, error = %e, "could not record that the box ended");
-            }
-            self.emit(&guard, 0, &guard.error.clone());
+        // The name finds the slot; the id makes sure it is still that box
+        // (not one removed and created again under the same name).
+        let Ok(slot) = self.slot(&ended.name) else {
+            return;
+        };
+        let mut guard = slot.lock().await;
+        if guard.id != ended.id || guard.state != State::Running {
+            return;
         }
+        guard.state = State::Failed;
+        guard.error = format!("the box ended on its own: {}", ended.reason);
+        if let Err(e) = persist(&guard) {
+            tracing::warn!(box_name = %guard.name, error = %e, "could not record that the box ended");
+        }
+        self.emit(&guard, 0, &guard.error.clone());
     }
 
     /// Daemon shutdown. Boxes whose engine keeps them running without the

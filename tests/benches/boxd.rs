@@ -289,18 +289,7 @@ fn main() {
     );
     println!("| what | gRPC client | `boxctl jsonl` | ratio |");
     println!("| --- | ---: | ---: | ---: |");
-    println!(
-        "| describe round trip p50 ms | {} | {} | {:.2}x |",
-        ms(gd.p50),
-        ms(jd.p50),
-        jd.p50.as_secs_f64() / gd.p50.as_secs_f64()
-    );
-    println!(
-        "| describe round trip p99 ms | {} | {} | {:.2}x |",
-        ms(gd.p99),
-        ms(jd.p99),
-        jd.p99.as_secs_f64() / gd.p99.as_secs_f64()
-    );
+    latency_rows("describe round trip", &gd, &jd);
     println!(
         "| output throughput MiB/s | {:.0} | {:.0} | {:.2}x |",
         text_mib / grpc_text.as_secs_f64(),
@@ -393,24 +382,26 @@ fn egress(rt: &tokio::runtime::Runtime, c: &mut Client, d: &Daemon, iters: usize
     println!(
         "\n## HTTP from a box: egress proxy vs host network ({iters} small GETs; one {mib:.0} MiB GET)\n"
     );
-    println!("| what | egress proxy (boxd) | bubblewrap, host network | ratio |");
+    println!("| what | bubblewrap, host network | egress proxy (boxd) | ratio |");
     println!("| --- | ---: | ---: | ---: |");
-    println!(
-        "| small GET incl. exec, p50 ms | {} | {} | {:.2}x |",
-        ms(through.p50),
-        ms(around.p50),
-        through.p50.as_secs_f64() / around.p50.as_secs_f64()
-    );
-    println!(
-        "| small GET incl. exec, p99 ms | {} | {} | {:.2}x |",
-        ms(through.p99),
-        ms(around.p99),
-        through.p99.as_secs_f64() / around.p99.as_secs_f64()
-    );
+    latency_rows("small GET incl. exec,", &around, &through);
     println!(
         "| download MiB/s | {:.0} | {:.0} | {:.2}x |",
-        mib / big_through.as_secs_f64(),
         mib / big_around.as_secs_f64(),
+        mib / big_through.as_secs_f64(),
         big_around.as_secs_f64() / big_through.as_secs_f64()
     );
+}
+
+/// Two table rows, p50 and p99, of `base` against `other` (the second
+/// column), with the ratio other/base.
+fn latency_rows(what: &str, base: &Row, other: &Row) {
+    for (p, b, o) in [("p50", base.p50, other.p50), ("p99", base.p99, other.p99)] {
+        println!(
+            "| {what} {p} ms | {} | {} | {:.2}x |",
+            ms(b),
+            ms(o),
+            o.as_secs_f64() / b.as_secs_f64()
+        );
+    }
 }

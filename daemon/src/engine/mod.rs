@@ -198,6 +198,7 @@ pub struct ExitStatus {
 #[derive(Debug, Clone)]
 pub struct Ended {
     pub id: String,
+    pub name: String,
     pub reason: String,
 }
 

@@ -136,10 +136,11 @@ impl NamespaceEngine {
     /// A stop removes the box from the table first, so it is not reported.
     fn watch_box(
         &self,
-        id: String,
+        record: &BoxRecord,
         init_pid: i32,
         mut ended: tokio::sync::watch::Receiver<Option<String>>,
     ) {
+        let (id, name) = (record.id.clone(), record.name.clone());
         let running = self.running.clone();
         let report = self.ended_tx.clone();
         tokio::spawn(async move {
@@ -154,7 +155,7 @@ impl NamespaceEngine {
             };
             if gone.is_some() {
                 tracing::warn!(box_id = %id, %reason, "box ended");
-                let _ = report.send(Ended { id, reason });
+                let _ = report.send(Ended { id, name, reason });
             }
         });
     }
@@ -222,7 +223,7 @@ impl Engine for NamespaceEngine {
         if spec.cpus.is_some() || spec.memory_mib.is_some() || spec.disk_size_gb.is_some() {
             warnings.push("the namespace engine does not enforce cpus, memory or disk size".into());
         }
-        if spec.secrets.iter().any(|_| true) {
+        if !spec.secrets.is_empty() {
             warnings.push(
                 "secrets are replaced in plain-HTTP requests only: inside HTTPS the placeholder goes out as it is"
                     .into(),
@@ -270,7 +271,7 @@ impl Engine for NamespaceEngine {
             .lock()
             .expect("sandbox table")
             .insert(record.id.clone(), running);
-        self.watch_box(record.id.clone(), init_pid, ended);
+        self.watch_box(record, init_pid, ended);
         Ok(())
     }
 
