@@ -118,14 +118,13 @@ enum EngineChoice {
 fn main() -> ExitCode {
     // The namespace engine's helpers must run before any thread exists:
     // they join a user namespace.
-    {
-        use engine::namespace::{egress, nsexec};
-        let mode = std::env::args_os().nth(1);
+    if let Some(mode) = std::env::args_os().nth(1) {
         let rest = || std::env::args_os().skip(2).collect();
-        match mode.as_ref().and_then(|m| m.to_str()) {
-            Some(nsexec::HELPER_ARG) => nsexec::helper_main(rest()),
-            Some(egress::HELPER_ARG) => egress::helper_main(rest()),
-            _ => {}
+        if let Some(mode) = mode.to_str() {
+            engine::namespace::helper_main(mode, rest);
+            if mode == boxd::image::UNPACK_HELPER_ARG {
+                boxd::image::unpack_helper_main(rest());
+            }
         }
     }
     // SAFETY: no other thread exists yet.
@@ -195,7 +194,7 @@ async fn run(
     let open_files = limits::raise();
     tracing::debug!(open_files, "open-file limit");
 
-    let engine = select_engine(EngineChoice::parse(&settings.engine), &paths)?;
+    let engine = select_engine(EngineChoice::parse(&settings.engine), &paths).await?;
     let info = engine.info();
     tracing::info!(engine = info.name, version = %info.version, isolation = info.isolation.as_str(), "engine ready");
     let registry = Arc::new(
@@ -273,18 +272,20 @@ async fn run(
 
 /// `auto`: BoxLite where the preflight says a VM can boot (and its runtime
 /// opens), the namespace engine otherwise, saying why.
-fn select_engine(choice: EngineChoice, paths: &Paths) -> Result<Arc<dyn Engine>, String> {
-    let namespace = |why: Option<String>| -> Result<Arc<dyn Engine>, String> {
-        let engine =
-            engine::namespace::NamespaceEngine::new(&paths.home).map_err(|e| e.to_string())?;
-        Ok(Arc::new(match why {
+async fn select_engine(choice: EngineChoice, paths: &Paths) -> Result<Arc<dyn Engine>, String> {
+    let namespace = async |why: Option<String>| -> Result<Arc<dyn Engine>, String> {
+        let engine = engine::namespace::NamespaceEngine::new(&paths.home)
+            .await
+            .map_err(|e| e.to_string())?;
+        let engine: Arc<dyn Engine> = Arc::new(match why {
             Some(reason) => engine.chosen_because(reason),
             None => engine,
-        }))
+        });
+        Ok(engine)
     };
     let boxlite = || engine::boxlite::BoxliteEngine::new(&paths.home).map_err(|e| e.to_string());
     match choice {
-        EngineChoice::Namespace => namespace(None),
+        EngineChoice::Namespace => namespace(None).await,
         EngineChoice::Boxlite => Ok(Arc::new(boxlite()?)),
         EngineChoice::Auto => {
             let verdict = engine::boxlite::preflight();
@@ -293,13 +294,14 @@ fn select_engine(choice: EngineChoice, paths: &Paths) -> Result<Arc<dyn Engine>,
                 return namespace(Some(format!(
                     "microVMs cannot boot here ({})",
                     verdict.reason
-                )));
+                )))
+                .await;
             }
             match boxlite() {
                 Ok(engine) => Ok(Arc::new(engine)),
                 Err(e) => {
                     tracing::warn!(error = %e, "the BoxLite engine did not open; using the namespace engine");
-                    namespace(Some(format!("the BoxLite engine did not open ({e})")))
+                    namespace(Some(format!("the BoxLite engine did not open ({e})"))).await
                 }
             }
         }

@@ -81,12 +81,18 @@ fn now_ms() -> i64 {
 
 impl LocalImages {
     pub fn new(root: PathBuf) -> LocalImages {
+        LocalImages::with_ownership(root, super::Ownership::default())
+    }
+
+    /// A store whose unpacked images are owned as `ownership` says (the
+    /// namespace engine's id map).
+    pub fn with_ownership(root: PathBuf, ownership: super::Ownership) -> LocalImages {
         let catalog = std::fs::read(root.join("images.json"))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
         LocalImages {
-            store: ImageStore::new(root.clone()),
+            store: ImageStore::with_ownership(root.clone(), ownership),
             blobs: Blobs::new(root.join("blobs")),
             catalog: tokio::sync::Mutex::new(catalog),
             pulls: Mutex::default(),
@@ -114,6 +120,32 @@ impl LocalImages {
         };
         let layout = self.layout(&digest).await?;
         self.store.load_layout(&layout).await
+    }
+
+    /// The unpacked root filesystem of `digest`, the image a box was made
+    /// from (`image` as its spec names it): from the cache, else unpacked
+    /// again from the stored layout, or from the local layout `image` when
+    /// it still holds that digest.
+    pub async fn for_start(&self, digest: &str, image: &str) -> Result<PathBuf, ImageError> {
+        if let Some(rootfs) = self.store.cached(digest).await {
+            return Ok(rootfs);
+        }
+        let gone = || {
+            ImageError::NotFound(format!(
+                "the image this box was made from ({digest}) is no longer stored; pull or import {image} again, or recreate the box"
+            ))
+        };
+        let stored = super::sha256_hex(digest).map(|hex| self.root.join("layouts").join(hex));
+        let layout = match stored {
+            Some(l) if l.join("index.json").is_file() => l,
+            _ if Path::new(image).is_absolute() => PathBuf::from(image),
+            _ => return Err(gone()),
+        };
+        let unpacked = self.store.load_layout(&layout).await?;
+        if unpacked.digest != digest {
+            return Err(gone());
+        }
+        Ok(unpacked.rootfs)
     }
 
     /// Pulls `image` (always asking the registry what the reference names

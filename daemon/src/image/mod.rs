@@ -49,6 +49,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub mod auth;
 mod import;
 pub mod local;
+pub mod owners;
 pub mod pull;
 
 use oci_spec::image::{Descriptor, ImageConfiguration, ImageIndex, ImageManifest, OciLayout};
@@ -56,6 +57,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use tar::EntryType;
+
+pub use owners::{Owners, Ownership};
 
 /// How deep index → index → ... → manifest chains may go.
 const MAX_INDEX_DEPTH: usize = 4;
@@ -95,6 +98,8 @@ pub struct ImageStore {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// How many unpacks this store has run (diagnostics and tests).
     unpacks: AtomicUsize,
+    /// Who owns the unpacked files.
+    ownership: Ownership,
 }
 
 /// An unpacked image.
@@ -168,10 +173,16 @@ impl ImageError {
 
 impl ImageStore {
     pub fn new(root: PathBuf) -> ImageStore {
+        ImageStore::with_ownership(root, Ownership::default())
+    }
+
+    /// A store whose unpacked files are owned as `ownership` says.
+    pub fn with_ownership(root: PathBuf, ownership: Ownership) -> ImageStore {
         ImageStore {
             root,
             locks: Mutex::default(),
             unpacks: AtomicUsize::new(0),
+            ownership,
         }
     }
 
@@ -185,18 +196,47 @@ impl ImageStore {
         // The guard moves into the blocking task, so a cancelled caller cannot let a
         // second unpack of the same digest start while the first is still running.
         let guard = self.lock_for(&digest).lock_owned().await;
-        let complete = tokio::fs::try_exists(entry.join("complete"))
-            .await
-            .map_err(|e| ImageError::io(format!("cannot check {}", entry.display()), e))?;
+        let tag = self.ownership.tag.clone();
+        let complete = {
+            let entry = entry.clone();
+            let tag = tag.clone();
+            blocking(move || Ok(is_complete(&entry, &tag))).await?
+        };
         let rootfs = entry.join("rootfs");
         let config = resolved.config.clone();
         if !complete {
             let (root, dest) = (self.root.clone(), entry.clone());
-            blocking(move || {
-                let _guard = guard;
-                unpack_image(&root, &dest, &resolved)
-            })
-            .await?;
+            match &self.ownership.as_box_root {
+                // Unprivileged with a range: only box root may give the
+                // files the boxes' ids.
+                Some(run) => {
+                    let layout = resolved.layout.dir.clone();
+                    let argv: Vec<std::ffi::OsString> = vec![
+                        "/proc/self/exe".into(),
+                        UNPACK_HELPER_ARG.into(),
+                        root.into(),
+                        dest.into(),
+                        layout.into(),
+                        digest.clone().into(),
+                        tag.into(),
+                    ];
+                    run(argv).await.map_err(|reason| {
+                        ImageError::invalid(
+                            &resolved.layout.dir,
+                            format!("unpacking failed: {reason}"),
+                        )
+                    })?;
+                    drop(guard);
+                }
+                None => {
+                    let owners = self.ownership.owners;
+                    blocking(move || {
+                        let _guard = guard;
+                        unpack_image(&root, &dest, &resolved, owners, &tag)
+                    })
+                    .await?;
+                }
+            }
             self.unpacks.fetch_add(1, Ordering::Relaxed);
             tracing::info!(%digest, rootfs = %rootfs.display(), "unpacked image");
         }
@@ -218,16 +258,43 @@ impl ImageStore {
         for digest in cached.into_iter().filter(|d| !keep.contains(d)) {
             let guard = self.lock_for(&digest).lock_owned().await;
             let (root, entry) = (self.root.clone(), self.entry_dir(&digest)?);
-            blocking(move || {
-                let _guard = guard;
-                remove_entry(&root, &entry)
-            })
-            .await?;
+            match &self.ownership.as_box_root {
+                Some(run) => {
+                    let aside = blocking(move || move_aside(&root, &entry)).await?;
+                    if let Some(aside) = aside {
+                        let argv = vec![
+                            "rm".into(),
+                            "-rf".into(),
+                            "--one-file-system".into(),
+                            aside.clone().into(),
+                        ];
+                        run(argv).await.map_err(|e| {
+                            ImageError::io(
+                                format!("cannot remove {}", aside.display()),
+                                io::Error::other(e),
+                            )
+                        })?;
+                    }
+                }
+                None => blocking(move || remove_entry(&root, &entry)).await?,
+            }
+            drop(guard);
             tracing::info!(%digest, "pruned image");
             removed.push(digest);
         }
         removed.sort();
         Ok(removed)
+    }
+
+    /// The unpacked root filesystem of `digest`, when it is in the cache
+    /// (whole, and unpacked with this store's owners).
+    pub async fn cached(&self, digest: &str) -> Option<PathBuf> {
+        let entry = self.entry_dir(digest).ok()?;
+        let tag = self.ownership.tag.clone();
+        let _guard = self.lock_for(digest).lock_owned().await;
+        let check = entry.clone();
+        let complete = blocking(move || Ok(is_complete(&check, &tag))).await.ok()?;
+        complete.then(|| entry.join("rootfs"))
     }
 
     /// The cache directory for a manifest digest.
@@ -577,24 +644,38 @@ fn split_env(kv: &str) -> (String, String) {
 // The cache
 // ---------------------------------------------------------------------------
 
+/// Whether a cache entry is whole and was unpacked with owners `tag`.
+fn is_complete(entry: &Path, tag: &str) -> bool {
+    entry.join("complete").exists()
+        && fs::read_to_string(entry.join("owners")).unwrap_or_else(|_| Ownership::default().tag)
+            == tag
+}
+
 /// Unpacks an image into `root/tmp-*` and renames it to `dest` (the caller holds the digest lock).
-fn unpack_image(root: &Path, dest: &Path, image: &Resolved) -> Result<(), ImageError> {
+fn unpack_image(
+    root: &Path,
+    dest: &Path,
+    image: &Resolved,
+    owners: Owners,
+    tag: &str,
+) -> Result<(), ImageError> {
     fs::create_dir_all(root)
         .map_err(|e| ImageError::io(format!("cannot create {}", root.display()), e))?;
-    if dest.exists() && !dest.join("complete").exists() {
-        // Left by something other than a finished unpack.
+    if dest.exists() && !is_complete(dest, tag) {
+        // Left by something other than a finished unpack, or unpacked
+        // with other owners.
         remove_entry(root, dest)?;
     }
     let tmp = root.join(format!("tmp-{}", unique_suffix()));
     fs::create_dir(&tmp)
         .map_err(|e| ImageError::io(format!("cannot create {}", tmp.display()), e))?;
-    if let Err(e) = fill_entry(&tmp, image) {
+    if let Err(e) = fill_entry(&tmp, image, owners, tag) {
         discard(&tmp);
         return Err(e);
     }
     if let Err(e) = fs::rename(&tmp, dest) {
         discard(&tmp);
-        if !dest.join("complete").exists() {
+        if !is_complete(dest, tag) {
             return Err(ImageError::io(
                 format!("cannot move {} to {}", tmp.display(), dest.display()),
                 e,
@@ -604,16 +685,28 @@ fn unpack_image(root: &Path, dest: &Path, image: &Resolved) -> Result<(), ImageE
     Ok(())
 }
 
-/// Writes a whole cache entry (rootfs, config.json, then the complete marker) into `dir`.
-fn fill_entry(dir: &Path, image: &Resolved) -> Result<(), ImageError> {
+/// Writes a whole cache entry (rootfs, config.json, the owners' tag, then
+/// the complete marker) into `dir`.
+fn fill_entry(dir: &Path, image: &Resolved, owners: Owners, tag: &str) -> Result<(), ImageError> {
     let rootfs = dir.join("rootfs");
     fs::create_dir(&rootfs)
         .and_then(|()| fs::set_permissions(&rootfs, fs::Permissions::from_mode(0o755)))
         .map_err(|e| ImageError::io(format!("cannot create {}", rootfs.display()), e))?;
-    unpack_layers(&image.layout, image.manifest.layers(), &rootfs)?;
+    let root_header = {
+        let mut h = tar::Header::new_gnu();
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_mode(0o755);
+        h
+    };
+    owners
+        .apply(&rootfs, &root_header)
+        .map_err(|e| ImageError::io(format!("cannot own {}", rootfs.display()), e))?;
+    unpack_layers(&image.layout, image.manifest.layers(), &rootfs, owners)?;
     let config = serde_json::to_vec_pretty(&image.config)
         .map_err(|e| ImageError::io("cannot serialize image config", e.into()))?;
     write_file(&dir.join("config.json"), &config)?;
+    write_file(&dir.join("owners"), tag.as_bytes())?;
     write_file(&dir.join("complete"), image.digest.as_bytes())
 }
 
@@ -624,15 +717,63 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ImageError> {
 
 /// Removes a cache entry: renamed aside first, so a crash never leaves half an entry under its digest.
 fn remove_entry(root: &Path, entry: &Path) -> Result<(), ImageError> {
+    match move_aside(root, entry)? {
+        Some(aside) => fs::remove_dir_all(&aside)
+            .map_err(|e| ImageError::io(format!("cannot remove {}", aside.display()), e)),
+        None => Ok(()),
+    }
+}
+
+/// Renames a cache entry to `root/tmp-*`, where it no longer counts;
+/// `None` when there is none.
+fn move_aside(root: &Path, entry: &Path) -> Result<Option<PathBuf>, ImageError> {
     let aside = root.join(format!("tmp-{}", unique_suffix()));
     match fs::rename(entry, &aside) {
-        Ok(()) => fs::remove_dir_all(&aside)
-            .map_err(|e| ImageError::io(format!("cannot remove {}", aside.display()), e)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Ok(()) => Ok(Some(aside)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(ImageError::io(
             format!("cannot move {} aside", entry.display()),
             e,
         )),
+    }
+}
+
+/// The argument that selects [`unpack_helper_main`] in `main`.
+pub const UNPACK_HELPER_ARG: &str = "__unpack";
+
+/// `boxd __unpack ROOT DEST LAYOUT DIGEST TAG`: unpacks a layout's image
+/// into the cache entry `DEST` with the image's own owners
+/// ([`Owners::Keep`]). Run as box root by the store of an unprivileged
+/// daemon with a subordinate range (see [`owners`]).
+pub fn unpack_helper_main(args: Vec<std::ffi::OsString>) -> ! {
+    let path = |i: usize| args.get(i).map(PathBuf::from);
+    let result = match (path(0), path(1), path(2), args.get(3), args.get(4)) {
+        (Some(root), Some(dest), Some(layout), Some(digest), Some(tag)) => Layout::open(&layout)
+            .and_then(Layout::resolve)
+            .and_then(|resolved| {
+                if resolved.digest.as_str() != digest {
+                    return Err(ImageError::invalid(
+                        &layout,
+                        "the layout changed while it was unpacked",
+                    ));
+                }
+                unpack_image(
+                    &root,
+                    &dest,
+                    &resolved,
+                    Owners::Keep,
+                    &tag.to_string_lossy(),
+                )
+            })
+            .map_err(|e| e.to_string()),
+        _ => Err("bad helper arguments".into()),
+    };
+    match result {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1)
+        }
     }
 }
 
@@ -684,7 +825,12 @@ struct LayerBlob<'a> {
 }
 
 /// Flattens `layers` (bottom to top) into `rootfs`.
-fn unpack_layers(layout: &Layout, layers: &[Descriptor], rootfs: &Path) -> Result<(), ImageError> {
+fn unpack_layers(
+    layout: &Layout,
+    layers: &[Descriptor],
+    rootfs: &Path,
+    owners: Owners,
+) -> Result<(), ImageError> {
     let mut dir_mtimes = HashMap::new();
     for desc in layers {
         let media_type = desc.media_type().to_string();
@@ -698,7 +844,7 @@ fn unpack_layers(layout: &Layout, layers: &[Descriptor], rootfs: &Path) -> Resul
         let whiteouts = layer.scan_whiteouts()?;
         apply_whiteouts(rootfs, &whiteouts)
             .map_err(|e| layer.error("cannot apply whiteouts", e))?;
-        layer.extract(rootfs, &mut dir_mtimes)?;
+        layer.extract(rootfs, &mut dir_mtimes, owners)?;
     }
     restore_dir_mtimes(rootfs, &dir_mtimes);
     Ok(())
@@ -788,6 +934,7 @@ impl LayerBlob<'_> {
         &self,
         rootfs: &Path,
         dir_mtimes: &mut HashMap<PathBuf, u64>,
+        owners: Owners,
     ) -> Result<(), ImageError> {
         let mut archive = self.open()?;
         let entries = archive
@@ -808,8 +955,15 @@ impl LayerBlob<'_> {
             if !unpacked {
                 return Err(self.invalid(format!("refusing unsafe entry {}", rel.display())));
             }
+            if let Some(path) = safe_join(rootfs, &rel) {
+                owners
+                    .apply(&path, entry.header())
+                    .map_err(|e| self.error(&what(), e))?;
+            }
             if kind.is_dir() {
-                ensure_owner_rwx(rootfs, &rel).map_err(|e| self.error(&what(), e))?;
+                if owners.flattened() {
+                    ensure_owner_rwx(rootfs, &rel).map_err(|e| self.error(&what(), e))?;
+                }
                 if let Ok(mtime) = entry.header().mtime() {
                     dir_mtimes.insert(rel, mtime);
                 }

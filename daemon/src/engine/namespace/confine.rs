@@ -1,11 +1,17 @@
-//! What a process in a namespace box may not do: no capabilities, no new
+//! What a process in a namespace box may not do: few capabilities, no new
 //! privileges, and a seccomp filter on the system calls a box never needs.
 //!
-//! Applied twice, identically: by bubblewrap to the box's own processes
-//! (`--cap-drop ALL`, `--add-seccomp-fd`, and bubblewrap always sets
-//! `no_new_privs`), and by the exec helper to every command it forks, since
-//! joining the box's user namespace hands the helper a full capability set
-//! in it (see [`drop_everything`]).
+//! Applied twice: by bubblewrap to the box's own processes (its pid 1 and
+//! the init: `--cap-drop ALL`, `--add-seccomp-fd`, and bubblewrap always
+//! sets `no_new_privs`), and by the exec helper to every command it forks
+//! ([`confine`]), since joining the box's user namespace hands the helper
+//! a full capability set in it. A command runs as box root with
+//! [`BOX_ROOT_CAPS`] only: the capabilities rootless Podman gives a
+//! container's root, enough for package managers, `chown`, `useradd` and
+//! `su`. They act in the box's user namespace alone, on the box's own ids
+//! (which are never host root's, see `idmap.rs`); `CAP_SYS_ADMIN`,
+//! `CAP_NET_ADMIN`, `CAP_NET_RAW`, `CAP_SYS_PTRACE` and the rest are gone,
+//! from the bounding set too.
 //!
 //! The filter is a deny-list in the spirit of Docker's and Flatpak's
 //! defaults (`EPERM` for each listed call, `ENOSYS` for `clone3` so that
@@ -14,6 +20,8 @@
 //!   `CLONE_NEWUSER`, `mount`, `umount2`, `pivot_root` and the new mount
 //!   API, so a box cannot build itself a user namespace with a fresh set of
 //!   capabilities;
+//! - sockets of the unix, inet, inet6 and netlink families only: no
+//!   `AF_VSOCK` (the hypervisor's sockets), `AF_PACKET`, `AF_ALG`, ...;
 //! - no kernel surface a box has no use for: keyrings, BPF,
 //!   `perf_event_open`, `userfaultfd`, `io_uring`, module loading, kexec,
 //!   `open_by_handle_at`, `syslog`, `acct`, swap, NUMA policy, `reboot`;
@@ -79,6 +87,45 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_ioperm,
 ];
 
+/// The socket families a box may use.
+const ALLOWED_FAMILIES: [libc::c_int; 4] = [
+    libc::AF_UNIX,
+    libc::AF_INET,
+    libc::AF_INET6,
+    libc::AF_NETLINK,
+];
+
+/// Capabilities a command in a box keeps (in the box's user namespace):
+/// rootless Podman's default set.
+pub const BOX_ROOT_CAPS: u64 = cap(CAP_CHOWN)
+    | cap(CAP_DAC_OVERRIDE)
+    | cap(CAP_FOWNER)
+    | cap(CAP_FSETID)
+    | cap(CAP_KILL)
+    | cap(CAP_SETGID)
+    | cap(CAP_SETUID)
+    | cap(CAP_SETPCAP)
+    | cap(CAP_NET_BIND_SERVICE)
+    | cap(CAP_SYS_CHROOT)
+    | cap(CAP_SETFCAP);
+
+const fn cap(n: u32) -> u64 {
+    1 << n
+}
+
+// From <linux/capability.h>.
+const CAP_CHOWN: u32 = 0;
+const CAP_DAC_OVERRIDE: u32 = 1;
+const CAP_FOWNER: u32 = 3;
+const CAP_FSETID: u32 = 4;
+const CAP_KILL: u32 = 5;
+const CAP_SETGID: u32 = 6;
+const CAP_SETUID: u32 = 7;
+const CAP_SETPCAP: u32 = 8;
+const CAP_NET_BIND_SERVICE: u32 = 10;
+const CAP_SYS_CHROOT: u32 = 18;
+const CAP_SETFCAP: u32 = 31;
+
 /// The x32 ABI's system call numbers are the x86_64 ones with this bit set.
 #[cfg(target_arch = "x86_64")]
 const X32_BIT: i64 = 0x4000_0000;
@@ -118,6 +165,19 @@ fn compile() -> Result<Filters, String> {
             newuser,
         )?])?],
     );
+    // Socket families: a rule matches (and denies) when the domain is none
+    // of the allowed ones.
+    let mut other_family = Vec::new();
+    for family in ALLOWED_FAMILIES {
+        other_family.push(cond(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            family as u64,
+        )?);
+    }
+    deny.insert(libc::SYS_socket, vec![rule(other_family.clone())?]);
+    deny.insert(libc::SYS_socketpair, vec![rule(other_family)?]);
     let mut ioctls = Vec::new();
     for request in [libc::TIOCSTI, libc::TIOCLINUX] {
         ioctls.push(rule(vec![cond(
@@ -164,19 +224,22 @@ pub fn program_bytes(program: &BpfProgram) -> Vec<u8> {
     out
 }
 
-/// Drops every capability (bounding, ambient, effective, permitted,
-/// inheritable), sets `no_new_privs` and installs the filters, in the
-/// forked child just before it executes the command. Only raw system calls:
-/// this runs between fork and exec.
+/// Keeps only the capabilities in `keep` (bounding, effective, permitted;
+/// none inheritable or ambient), sets `no_new_privs` and installs the
+/// filters, in the forked child just before it executes the command. Only
+/// raw system calls: this runs between fork and exec.
 ///
 /// Returns the step that failed (see [`step_message`]), so the exec fails
 /// closed rather than running unconfined.
-pub fn drop_everything(filters: &Filters) -> Result<(), i32> {
+pub fn confine(filters: &Filters, keep: u64) -> Result<(), i32> {
     // SAFETY: prctl/syscall with plain integer arguments and pointers to
     // live, correctly laid-out structures.
     unsafe {
-        for cap in 0..64 {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0
+        for cap in 0..64u32 {
+            if keep & (1 << cap) != 0 {
+                continue;
+            }
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0
                 && *libc::__errno_location() != libc::EINVAL
             {
                 return Err(STEP_BOUNDING);
@@ -206,7 +269,12 @@ pub fn drop_everything(filters: &Filters) -> Result<(), i32> {
             version: 0x2008_0522,
             pid: 0,
         };
-        let data = [CapData::default(); 2];
+        let half = |v: u64| CapData {
+            effective: v as u32,
+            permitted: v as u32,
+            inheritable: 0,
+        };
+        let data = [half(keep), half(keep >> 32)];
         if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
             return Err(STEP_CAPSET);
         }
@@ -214,13 +282,13 @@ pub fn drop_everything(filters: &Filters) -> Result<(), i32> {
     Ok(())
 }
 
-/// Failed steps of [`drop_everything`], numbered apart from errno values.
+/// Failed steps of [`confine`], numbered apart from errno values.
 const STEP_BOUNDING: i32 = 10_001;
 const STEP_NO_NEW_PRIVS: i32 = 10_002;
 const STEP_SECCOMP: i32 = 10_003;
 const STEP_CAPSET: i32 = 10_004;
 
-/// What a step number from [`drop_everything`] means; `None` for anything
+/// What a step number from [`confine`] means; `None` for anything
 /// else (an errno).
 pub fn step_message(step: i32) -> Option<&'static str> {
     Some(match step {

@@ -3,7 +3,7 @@
 //! A box with a non-empty allow-net still gets a network namespace of its
 //! own with only loopback: nothing routes out, DNS included. The daemon
 //! opens a listening socket on `127.0.0.1:3128` *inside* that namespace
-//! (through a short-lived helper, `boxd __nslisten`, since joining a
+//! (through the box's finishing helper, [`super::finish`], since joining a
 //! namespace needs a single-threaded process) and serves the proxy on it
 //! from the host side, where the proxy resolves names and connects.
 //! Every exec gets `HTTP_PROXY`/`HTTPS_PROXY` (both cases) pointing there,
@@ -12,24 +12,19 @@
 //! placeholder in `$NAME`. The box's `/etc/hosts` names the host as
 //! [`HOST_ALIAS`], which the proxy maps to the host's loopback.
 
-use std::ffi::OsString;
-use std::io::{IoSlice, IoSliceMut, Write};
+use std::io::IoSliceMut;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
-use nix::sched::CloneFlags;
-use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
+use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 
 use crate::error::{Error, Result};
 use crate::registry::BoxSpec;
 
-/// The argument that selects the listener helper in `main`.
-pub const HELPER_ARG: &str = "__nslisten";
 /// Where the proxy listens inside every box (squid's port).
 pub const PROXY_PORT: u16 = 3128;
 /// The host, as boxes name it.
 pub const HOST_ALIAS: &str = "host.boxd.internal";
-const CHANNEL_FD: RawFd = 3;
 
 /// The environment every exec of a box with egress gets, before the
 /// box's and the exec's own variables (which may override it).
@@ -72,33 +67,11 @@ pub fn hosts_file(box_dir: &Path) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// Opens a listening TCP socket on `127.0.0.1:port` in the network
-/// namespace of the box whose process is `pid`.
-pub async fn listen_in_box(pid: i32, port: u16) -> Result<std::net::TcpListener> {
-    let mut helper = super::nsexec::Helper::new(HELPER_ARG)?;
-    helper
-        .cmd
-        .arg(pid.to_string())
-        .arg(port.to_string())
-        .env_clear()
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let (mut child, ours) = helper.spawn("the listener helper")?;
-    let received = tokio::task::spawn_blocking(move || receive(&ours))
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))?;
-    let _ = child.wait().await;
-    match received {
-        Ok(fd) => Ok(std::net::TcpListener::from(fd)),
-        Err(why) => Err(Error::Engine(format!(
-            "could not open the egress proxy inside the box: {why}"
-        ))),
-    }
-}
-
-/// One message: the listening socket as `SCM_RIGHTS`, or an error text.
-fn receive(channel: &std::os::unix::net::UnixStream) -> std::result::Result<OwnedFd, String> {
+/// One message from a helper: a socket as `SCM_RIGHTS`, `ok`, or `fail`
+/// and an error text.
+pub(super) fn receive(
+    channel: &std::os::unix::net::UnixStream,
+) -> std::result::Result<Option<OwnedFd>, String> {
     let mut buf = [0u8; 512];
     let mut space = nix::cmsg_space!([RawFd; 1]);
     let mut iov = [IoSliceMut::new(&mut buf)];
@@ -120,59 +93,13 @@ fn receive(channel: &std::os::unix::net::UnixStream) -> std::result::Result<Owne
         }
     }
     let n = msg.bytes;
+    let text = String::from_utf8_lossy(&buf[..n]).into_owned();
     match fd {
-        Some(fd) => Ok(fd),
-        None if n > 0 => Err(String::from_utf8_lossy(&buf[..n]).into_owned()),
-        None => Err("the helper ended without a socket".into()),
+        Some(fd) => Ok(Some(fd)),
+        None if text == "ok" => Ok(None),
+        None if n > 0 => Err(text.strip_prefix("fail ").unwrap_or(&text).to_owned()),
+        None => Err("the helper ended without an answer".into()),
     }
-}
-
-/// `boxd __nslisten PID PORT`: joins the box's user and network
-/// namespaces, listens on loopback and passes the socket back on fd 3.
-/// Runs before anything else in `main`, single-threaded.
-pub fn helper_main(args: Vec<OsString>) -> ! {
-    // SAFETY: fd 3 was set up by the daemon for us.
-    let channel = unsafe { std::os::unix::net::UnixStream::from_raw_fd(CHANNEL_FD) };
-    let code = match listen(&args) {
-        Ok(listener) => {
-            let fds = [listener.as_raw_fd()];
-            let cmsg = [ControlMessage::ScmRights(&fds)];
-            let ok = sendmsg::<()>(
-                channel.as_raw_fd(),
-                // A stream socket carries ancillary data only with a byte.
-                &[IoSlice::new(b"L")],
-                &cmsg,
-                MsgFlags::empty(),
-                None,
-            );
-            i32::from(ok.is_err())
-        }
-        Err(why) => {
-            let _ = (&channel).write_all(why.as_bytes());
-            1
-        }
-    };
-    std::process::exit(code)
-}
-
-fn listen(args: &[OsString]) -> std::result::Result<std::net::TcpListener, String> {
-    let word = |i: usize| {
-        args.get(i)
-            .and_then(|a| a.to_str())
-            .ok_or("bad helper arguments")
-    };
-    let pid: i32 = word(0)?.parse().map_err(|_| "bad pid")?;
-    let port: u16 = word(1)?.parse().map_err(|_| "bad port")?;
-    for (ns, flag) in [
-        ("user", CloneFlags::CLONE_NEWUSER),
-        ("net", CloneFlags::CLONE_NEWNET),
-    ] {
-        let f = std::fs::File::open(format!("/proc/{pid}/ns/{ns}"))
-            .map_err(|e| format!("the box is not running ({ns}: {e})"))?;
-        nix::sched::setns(&f, flag).map_err(|e| format!("joining the box ({ns}): {e}"))?;
-    }
-    std::net::TcpListener::bind(("127.0.0.1", port))
-        .map_err(|e| format!("listen on 127.0.0.1:{port} in the box: {e}"))
 }
 
 #[cfg(test)]

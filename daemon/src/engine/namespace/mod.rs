@@ -1,25 +1,38 @@
 //! The namespace engine: OCI images run under bubblewrap.
 //!
-//! A started box is one `bwrap` process tree: user, mount, pid, ipc and uts
-//! namespaces (plus a network namespace with only loopback when the box may
-//! reach nothing), the box's own root filesystem, and a static init that
-//! keeps them alive. Every exec joins those namespaces through
-//! [`nsexec`], so all processes of a box share one pid namespace and die
-//! with it.
+//! A started box is one `bwrap` process tree in a user namespace of 65,536
+//! ids that are never the host's root ([`idmap`]): mount, pid, ipc, uts and
+//! network namespaces (only loopback, plus the egress proxy's port when
+//! the box may reach hosts), the box's root filesystem, and a static init
+//! that keeps them alive. The boot helper ([`boot`]) assembles the root and
+//! the user namespace, then becomes bubblewrap. Every exec joins those
+//! namespaces through [`nsexec`], so all processes of a box share one pid
+//! namespace and die with it.
 //!
 //! Invariants:
 //! - no process outlives its box: stopping kills bwrap, whose pid 1 dies
 //!   with it (`--die-with-parent`), which ends the pid namespace;
-//! - a box's files live in `BOX/rootfs`, a private copy of the cached image,
-//!   and survive stop, start and daemon restarts until the box is removed.
+//! - no process of a box runs as host root, holds the daemon's environment
+//!   or a descriptor of the daemon's ([`helper`]);
+//! - a box's files are the image, shared read-only by every box of it, under
+//!   `BOX/upper`, the box's own writes (an overlay), or where overlays
+//!   cannot be mounted, `BOX/rootfs`, a full copy; either survives stop,
+//!   start and daemon restarts until the box is removed.
 
+pub mod boot;
 mod confine;
 pub mod egress;
+mod finish;
+mod helper;
+pub mod idmap;
 pub mod nsexec;
 pub mod options;
 mod sandbox;
+pub mod userns;
 
 use std::collections::HashMap;
+use std::ffi::OsString;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -29,10 +42,25 @@ use super::{
     Created, Ended, Engine, EngineBox, EngineInfo, ExecSpec, Images, InUse, Isolation, Process,
 };
 use crate::error::{Error, Result};
-use crate::image::ImageConfig;
 use crate::image::local::LocalImages;
+use crate::image::{ImageConfig, Owners, Ownership};
 use crate::registry::BoxRecord;
+use boot::{Plan, Root};
+use idmap::IdMap;
 use sandbox::Sandbox;
+
+/// Runs the helper `mode` names (`boxd __MODE …`), if it names one of
+/// this engine's; returns otherwise. Called first thing in `main`, while
+/// the process is single-threaded.
+pub fn helper_main(mode: &str, args: impl FnOnce() -> Vec<OsString>) {
+    match mode {
+        nsexec::HELPER_ARG => nsexec::helper_main(args()),
+        boot::HELPER_ARG => boot::helper_main(args()),
+        finish::HELPER_ARG => finish::helper_main(args()),
+        userns::HELPER_ARG => userns::helper_main(args()),
+        _ => {}
+    }
+}
 
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -40,6 +68,13 @@ pub struct NamespaceEngine {
     info: EngineInfo,
     bwrap: PathBuf,
     images: LocalImages,
+    /// The ids of every box.
+    ids: IdMap,
+    /// boxd runs as root (so it assembles boxes before their user
+    /// namespace exists, and shows ordinary users' mounts as box root's).
+    privileged: bool,
+    /// `None`: boxes are overlays; `Some(why)`: full copies, and why.
+    copies: Option<String>,
     running: Arc<Mutex<HashMap<String, Running>>>,
     ended_tx: tokio::sync::mpsc::UnboundedSender<Ended>,
     ended_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Ended>>>,
@@ -64,8 +99,10 @@ struct Target {
 }
 
 impl NamespaceEngine {
-    /// Finds bubblewrap and prepares the image cache under `home`.
-    pub fn new(home: &Path) -> Result<NamespaceEngine> {
+    /// Finds bubblewrap, decides the boxes' ids and root filesystems (by
+    /// trying them once, see [`probe`]) and prepares the image cache under
+    /// `home`.
+    pub async fn new(home: &Path) -> Result<NamespaceEngine> {
         let bwrap = find_bwrap().ok_or_else(|| {
             Error::FailedPrecondition(
                 "bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install bubblewrap)".into(),
@@ -76,6 +113,37 @@ impl NamespaceEngine {
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
             .unwrap_or_default();
+        let privileged = nix::unistd::geteuid().is_root();
+        let mut ids = IdMap::detect();
+        let mut copies = None;
+        let probe_dir = home.join("probe");
+        match probe(&probe_dir, &ids, privileged).await {
+            Probe::Ok => {}
+            Probe::NoOverlay(why) => copies = Some(why),
+            Probe::NoMap(why) if ids.is_range() => {
+                tracing::warn!(%why, "the boxes' id range does not work here; each box gets one id");
+                ids = ids.single(&why);
+                match probe(&probe_dir, &ids, privileged).await {
+                    Probe::Ok => {}
+                    Probe::NoOverlay(why) => copies = Some(why),
+                    Probe::NoMap(why) => {
+                        return Err(Error::FailedPrecondition(format!(
+                            "boxes cannot get a user namespace here: {why}"
+                        )));
+                    }
+                }
+            }
+            Probe::NoMap(why) => {
+                return Err(Error::FailedPrecondition(format!(
+                    "boxes cannot get a user namespace here: {why}"
+                )));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&probe_dir);
+        if let Some(why) = &copies {
+            tracing::warn!(%why, "overlays cannot be mounted here; every box gets a full copy of its image");
+        }
+        let ownership = ownership(&ids, privileged);
         let info = EngineInfo {
             name: "namespace",
             version,
@@ -90,6 +158,20 @@ impl NamespaceEngine {
             ]),
             notes: vec![
                 "boxes run in Linux namespaces under bubblewrap, not in microVMs".into(),
+                format!(
+                    "box ids: {} ids from {}{}",
+                    ids.uid.iter().map(|e| e.count).sum::<u32>(),
+                    ids.source,
+                    if privileged {
+                        "; box root is never host root"
+                    } else {
+                        ""
+                    }
+                ),
+                match &copies {
+                    None => "box roots: copy-on-write overlays over one shared, read-only copy of each image".into(),
+                    Some(why) => format!("box roots: a full copy of the image per box (overlays cannot be mounted here: {why})"),
+                },
                 "allow-net is enforced: a box has no route out; an HTTP(S) proxy run by boxd reaches only the listed hosts (names, *.wildcards, IP addresses, CIDRs); an empty list means no network at all".into(),
                 "secrets stay in boxd: the box holds a placeholder, which the proxy replaces in plain-HTTP requests to the secret's hosts (not inside HTTPS, which it does not decrypt)".into(),
                 "cpus, memory and disk size are recorded but not enforced".into(),
@@ -102,7 +184,10 @@ impl NamespaceEngine {
         Ok(NamespaceEngine {
             info,
             bwrap,
-            images: LocalImages::new(home.join("images")),
+            images: LocalImages::with_ownership(home.join("images"), ownership),
+            ids,
+            privileged,
+            copies,
             running: Arc::default(),
             ended_tx,
             ended_rx: Mutex::new(Some(ended_rx)),
@@ -174,8 +259,87 @@ fn find_bwrap() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// A box's full copy of its image (overlays cannot be mounted here, or
+/// the box was made before boxd used overlays).
 fn rootfs(record: &BoxRecord) -> PathBuf {
     record.dir.join("rootfs")
+}
+
+/// A box's own writes over the shared image, and the overlay's work
+/// directory.
+fn upper(record: &BoxRecord) -> PathBuf {
+    record.dir.join("upper")
+}
+
+fn work(record: &BoxRecord) -> PathBuf {
+    record.dir.join("work")
+}
+
+/// How the id map and overlays fared when tried.
+enum Probe {
+    Ok,
+    /// The user namespace could not be mapped (why).
+    NoMap(String),
+    /// Mapped, but no overlay could be mounted (why).
+    NoOverlay(String),
+}
+
+/// Tries, once per daemon, what every box start does: the boot helper
+/// maps a user namespace with `ids` and mounts an overlay of empty
+/// directories under `dir`, then exits instead of starting bubblewrap.
+async fn probe(dir: &Path, ids: &IdMap, privileged: bool) -> Probe {
+    let _ = std::fs::remove_dir_all(dir);
+    let made = ["lower", "upper", "work"]
+        .iter()
+        .try_for_each(|d| std::fs::create_dir_all(dir.join(d)));
+    if let Err(e) = made {
+        return Probe::NoOverlay(format!("cannot create {}: {e}", dir.display()));
+    }
+    let root = Root::Overlay {
+        lower: dir.join("lower"),
+        upper: dir.join("upper"),
+        work: dir.join("work"),
+    };
+    match sandbox::probe(&root, ids, privileged).await {
+        Ok(()) => Probe::Ok,
+        Err(sandbox::ProbeError::Map(why)) => Probe::NoMap(why),
+        Err(sandbox::ProbeError::Mount(why)) => Probe::NoOverlay(why),
+    }
+}
+
+/// How the image store owns what it unpacks, for boxes of `ids`.
+fn ownership(ids: &IdMap, privileged: bool) -> Ownership {
+    if !ids.is_range() {
+        return Ownership::default();
+    }
+    if privileged {
+        let (uid, gid) = ids.root();
+        let count = ids
+            .uid
+            .iter()
+            .map(|e| e.count)
+            .sum::<u32>()
+            .min(idmap::RANGE);
+        return Ownership {
+            owners: Owners::Shift { uid, gid, count },
+            tag: ids.tag(),
+            as_box_root: None,
+        };
+    }
+    let map = ids.clone();
+    Ownership {
+        owners: Owners::Keep,
+        tag: ids.tag(),
+        as_box_root: Some(Arc::new(move |argv: Vec<OsString>| {
+            let map = map.clone();
+            Box::pin(async move {
+                userns::run_as_box_root(&map, &argv)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            })
+        })),
+    }
 }
 
 fn image_config_path(record: &BoxRecord) -> PathBuf {
@@ -194,24 +358,9 @@ impl Engine for NamespaceEngine {
 
     async fn create(&self, record: &BoxRecord) -> Result<Created> {
         let image = self.images.for_create(&record.spec.image).await?;
-        let target = rootfs(record);
-        let out = tokio::process::Command::new("cp")
-            .arg("-a")
-            .arg("--reflink=auto")
-            .arg(&image.rootfs)
-            .arg(&target)
-            .output()
-            .await
-            .map_err(|e| Error::io("run cp", e))?;
-        if !out.status.success() {
-            let why = String::from_utf8_lossy(&out.stderr);
-            if why.contains("No space left") || why.contains("Disk quota exceeded") {
-                return Err(Error::no_space("copying the image into the box"));
-            }
-            return Err(Error::Internal(format!(
-                "copying the image into the box failed: {}",
-                why.trim()
-            )));
+        match &self.copies {
+            None => self.make_upper(record)?,
+            Some(_) => self.copy_image(&image.rootfs, &rootfs(record)).await?,
         }
         let config =
             serde_json::to_vec(&image.config).map_err(|e| Error::Internal(e.to_string()))?;
@@ -229,6 +378,7 @@ impl Engine for NamespaceEngine {
                     .into(),
             );
         }
+        warnings.extend(self.mount_warnings(record));
         Ok(Created {
             image_digest: image.digest,
             warnings,
@@ -250,17 +400,50 @@ impl Engine for NamespaceEngine {
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
-        let sandbox = Sandbox::start(&self.bwrap, record, &rootfs(record)).await?;
-        let (init_pid, ended) = (sandbox.pid, sandbox.ended());
-        let proxy = match record.spec.allow_net.is_empty() {
+        let root = self.root_of(record).await?;
+        let hosts = match record.spec.allow_net.is_empty() {
             true => None,
-            false => match start_proxy(record, init_pid).await {
-                Ok(guard) => Some(guard),
-                Err(e) => {
-                    sandbox.stop(true).await;
-                    return Err(e);
-                }
-            },
+            false => Some(egress::hosts_file(&record.dir)?),
+        };
+        let (privileged, range) = (self.privileged, self.ids.is_range());
+        let box_root = self.ids.root();
+        let mounts = options::plan_mounts(&record.spec, hosts.as_deref(), |path| {
+            (privileged && range)
+                .then(|| boot::mount_owner(path, box_root, idmap::RANGE))
+                .flatten()
+        });
+        let plan = Plan {
+            root,
+            mounts,
+            range,
+            privileged,
+            box_root,
+            bwrap: self.bwrap.clone(),
+            bwrap_args: options::bwrap_args(&record.name, Path::new(boot::STAGE))
+                .into_iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            nproc: None,
+            probe: false,
+        };
+        let mut warnings = Vec::new();
+        let sandbox = Sandbox::start(&plan, &self.ids, &record.name, &mut warnings).await?;
+        for w in warnings {
+            tracing::warn!(box_name = %record.name, "{w}");
+        }
+        let (init_pid, ended) = (sandbox.pid, sandbox.ended());
+        let port = (!record.spec.allow_net.is_empty()).then_some(egress::PROXY_PORT);
+        let proxy = match finish::finish(init_pid, port).await {
+            Ok(None) => Ok(None),
+            Ok(Some(listener)) => start_proxy(record, listener).map(Some),
+            Err(e) => Err(e),
+        };
+        let proxy = match proxy {
+            Ok(p) => p,
+            Err(e) => {
+                sandbox.stop(true).await;
+                return Err(e);
+            }
         };
         let running = Running {
             sandbox,
@@ -289,7 +472,7 @@ impl Engine for NamespaceEngine {
 
     async fn remove(&self, record: &BoxRecord) -> Result<()> {
         self.stop(record, true).await?;
-        remove_tree(&record.dir).await
+        self.remove_tree(&record.dir).await
     }
 
     async fn list(&self) -> Result<Vec<EngineBox>> {
@@ -363,9 +546,12 @@ impl Engine for NamespaceEngine {
     }
 }
 
-/// Starts the box's egress proxy on a socket inside its network namespace;
-/// the proxy runs until the returned guard is dropped.
-async fn start_proxy(record: &BoxRecord, init_pid: i32) -> Result<tokio_util::sync::DropGuard> {
+/// Serves the box's egress proxy on `listener` (inside the box's network
+/// namespace) until the returned guard is dropped.
+fn start_proxy(
+    record: &BoxRecord,
+    listener: std::net::TcpListener,
+) -> Result<tokio_util::sync::DropGuard> {
     use crate::egress::{AllowList, Proxy, Secrets};
     let spec = &record.spec;
     // Validated at create; an old record that no longer parses is refused.
@@ -373,7 +559,6 @@ async fn start_proxy(record: &BoxRecord, init_pid: i32) -> Result<tokio_util::sy
         .map_err(|e| Error::FailedPrecondition(format!("allow-net: {e}")))?;
     let secrets = Secrets::new(spec.secrets.clone())
         .map_err(|e| Error::FailedPrecondition(format!("secrets: {e}")))?;
-    let listener = egress::listen_in_box(init_pid, egress::PROXY_PORT).await?;
     listener
         .set_nonblocking(true)
         .map_err(|e| Error::io("egress listener", e))?;
@@ -405,23 +590,169 @@ async fn box_ended(
     }
 }
 
-/// Deletes a box directory, making read-only directories writable first
-/// where the plain removal is refused.
-async fn remove_tree(dir: &Path) -> Result<()> {
-    let dir = dir.to_path_buf();
-    tokio::task::spawn_blocking(move || {
-        if std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
-            return Ok(());
+impl NamespaceEngine {
+    /// Makes a new box's (empty) upper and work directories, owned by box
+    /// root; the upper one is the box's `/` over the image, so it has the
+    /// mode of one.
+    fn make_upper(&self, record: &BoxRecord) -> Result<()> {
+        let (uid, gid) = self.ids.root();
+        for (dir, mode) in [(upper(record), 0o755), (work(record), 0o700)] {
+            std::fs::create_dir(&dir)
+                .and_then(|()| {
+                    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
+                })
+                .and_then(|()| std::os::unix::fs::lchown(&dir, Some(uid), Some(gid)))
+                .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
         }
-        let _ = std::process::Command::new("chmod")
-            .arg("-R")
-            .arg("u+rwX")
-            .arg(&dir)
-            .status();
-        std::fs::remove_dir_all(&dir).map_err(|e| Error::io(format!("remove {}", dir.display()), e))
-    })
-    .await
-    .map_err(|e| Error::Internal(e.to_string()))?
+        Ok(())
+    }
+
+    /// A full copy of an unpacked image, owners and modes kept (as box
+    /// root where only box root can give files the boxes' ids).
+    async fn copy_image(&self, image: &Path, target: &Path) -> Result<()> {
+        let argv: Vec<OsString> = vec![
+            "cp".into(),
+            "-a".into(),
+            "--reflink=auto".into(),
+            image.into(),
+            target.into(),
+        ];
+        if !self.privileged && self.ids.is_range() {
+            return userns::run_as_box_root(&self.ids, &argv).await.map(drop);
+        }
+        let out = tokio::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .output()
+            .await
+            .map_err(|e| Error::io("run cp", e))?;
+        if !out.status.success() {
+            let why = String::from_utf8_lossy(&out.stderr);
+            if why.contains("No space left") || why.contains("Disk quota exceeded") {
+                return Err(Error::no_space("copying the image into the box"));
+            }
+            return Err(Error::Internal(format!(
+                "copying the image into the box failed: {}",
+                why.trim()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The box's root: its overlay over the image, or its own copy (made
+    /// before boxd used overlays, or where they cannot be mounted).
+    async fn root_of(&self, record: &BoxRecord) -> Result<Root> {
+        if upper(record).is_dir() {
+            if let Some(why) = &self.copies {
+                return Err(Error::FailedPrecondition(format!(
+                    "this box is an overlay, and overlays cannot be mounted here now: {why}"
+                )));
+            }
+            let lower = self
+                .images
+                .for_start(&record.image_digest, &record.spec.image)
+                .await?;
+            return Ok(Root::Overlay {
+                lower,
+                upper: upper(record),
+                work: work(record),
+            });
+        }
+        let dir = rootfs(record);
+        if self.privileged && self.ids.is_range() {
+            let (uid, gid) = self.ids.root();
+            let owner = std::fs::symlink_metadata(&dir).map(|m| m.uid()).ok();
+            if owner == Some(0) {
+                // Made by an older boxd whose boxes ran as host root: hand
+                // its files to box root, once.
+                tracing::info!(box_name = %record.name, "moving the box's files from host root to box root");
+                let dir = dir.clone();
+                tokio::task::spawn_blocking(move || shift_root_owned(&dir, uid, gid))
+                    .await
+                    .map_err(|e| Error::Internal(e.to_string()))?
+                    .map_err(|e| Error::io("hand the box's files to box root", e))?;
+            }
+        }
+        Ok(Root::Dir(dir))
+    }
+
+    /// Warnings about mounts whose files box root cannot write.
+    fn mount_warnings(&self, record: &BoxRecord) -> Vec<String> {
+        if !(self.privileged && self.ids.is_range()) {
+            return Vec::new();
+        }
+        record
+            .spec
+            .mounts
+            .iter()
+            .filter(|m| !m.read_only)
+            .filter(|m| std::fs::metadata(&m.host_path).is_ok_and(|meta| meta.uid() == 0))
+            .map(|m| {
+                format!(
+                    "mount {} belongs to root: boxes never write as host root, so this box sees its files as nobody's (it can write there only what others may); chown it to an ordinary user, or run boxd as that user",
+                    m.host_path.display()
+                )
+            })
+            .collect()
+    }
+
+    /// Deletes a box directory: as box root where only box root may
+    /// delete its files; else directly, making read-only directories
+    /// writable first where the plain removal is refused.
+    async fn remove_tree(&self, dir: &Path) -> Result<()> {
+        if !self.privileged && self.ids.is_range() {
+            if !dir.exists() {
+                return Ok(());
+            }
+            let argv: Vec<OsString> = vec![
+                "rm".into(),
+                "-rf".into(),
+                "--one-file-system".into(),
+                dir.into(),
+            ];
+            return userns::run_as_box_root(&self.ids, &argv).await.map(drop);
+        }
+        let dir = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            if std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
+                return Ok(());
+            }
+            let _ = std::process::Command::new("chmod")
+                .arg("-R")
+                .arg("u+rwX")
+                .arg(&dir)
+                .status();
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| Error::io(format!("remove {}", dir.display()), e))
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))?
+    }
+}
+
+/// Gives every file of `dir` owned by host uid or gid 0 to box root
+/// (`uid`, `gid`), keeping setuid and setgid bits.
+fn shift_root_owned(dir: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(path) = todo.pop() {
+        let meta = std::fs::symlink_metadata(&path)?;
+        let new_uid = (meta.uid() == 0).then_some(uid);
+        let new_gid = (meta.gid() == 0).then_some(gid);
+        if new_uid.is_some() || new_gid.is_some() {
+            std::os::unix::fs::lchown(&path, new_uid, new_gid)?;
+            if !meta.file_type().is_symlink() && meta.mode() & 0o6000 != 0 {
+                std::fs::set_permissions(
+                    &path,
+                    std::fs::Permissions::from_mode(meta.mode() & 0o7777),
+                )?;
+            }
+        }
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&path)? {
+                todo.push(entry?.path());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The namespace engine keeps its own images (`image::local`).

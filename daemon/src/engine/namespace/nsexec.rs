@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 
 /// The argument that selects helper mode in `main`.
 pub const HELPER_ARG: &str = "__nsexec";
-const STATUS_FD: i32 = 3;
+const STATUS_FD: i32 = super::helper::CHANNEL_FD;
 
 /// The box to join.
 pub struct Target {
@@ -93,7 +93,7 @@ pub async fn spawn(
     tty: Option<(u16, u16)>,
 ) -> Result<Process> {
     use std::process::Stdio;
-    let mut helper = Helper::new(HELPER_ARG)?;
+    let mut helper = super::helper::Helper::new(HELPER_ARG)?;
     let cmd = &mut helper.cmd;
     cmd.arg(target.pid.to_string())
         .arg(working_dir)
@@ -101,7 +101,6 @@ pub async fn spawn(
         .arg("--")
         .arg(command)
         .args(args)
-        .env_clear()
         .envs(env);
 
     let mut pty_master = None;
@@ -178,60 +177,6 @@ pub async fn spawn(
         }),
         exit,
     })
-}
-
-/// A re-execution of this binary as one of its single-threaded helpers
-/// (`mode` selects which in `main`): it dies with the daemon, runs with the
-/// daemon's original open-file limit and umask 022, and has one end of a
-/// socket pair as fd 3; the daemon keeps the other.
-pub(super) struct Helper {
-    pub cmd: tokio::process::Command,
-    ours: std::os::unix::net::UnixStream,
-    theirs: std::os::unix::net::UnixStream,
-}
-
-impl Helper {
-    pub fn new(mode: &str) -> Result<Helper> {
-        let (ours, theirs) =
-            std::os::unix::net::UnixStream::pair().map_err(|e| Error::io("socketpair", e))?;
-        let mut cmd = tokio::process::Command::new("/proc/self/exe");
-        cmd.arg(mode);
-        let raw = theirs.as_raw_fd();
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                libc::umask(0o022);
-                crate::limits::restore_in_child();
-                if raw == STATUS_FD {
-                    libc::fcntl(STATUS_FD, libc::F_SETFD, 0);
-                } else if libc::dup2(raw, STATUS_FD) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        Ok(Helper { cmd, ours, theirs })
-    }
-
-    /// Starts the helper; returns it and the daemon's end of the pair.
-    /// The helper's end of the pair, and whatever the command holds (a
-    /// pty's slave ends), are closed here once the child has its copies.
-    pub fn spawn(
-        self,
-        what: &str,
-    ) -> Result<(tokio::process::Child, std::os::unix::net::UnixStream)> {
-        let Helper {
-            mut cmd,
-            ours,
-            theirs,
-        } = self;
-        let child = cmd
-            .spawn()
-            .map_err(|e| Error::io(format!("start {what}"), e))?;
-        drop((cmd, theirs));
-        Ok((child, ours))
-    }
 }
 
 /// Bigger pipe buffers mean fewer, larger reads for bulk output. Best
@@ -364,8 +309,9 @@ fn run_helper(
                 libc::close(STATUS_FD);
             }
             // Joining the box's user namespace gave this process every
-            // capability in it: give them all up before the command runs.
-            let failed = match super::confine::drop_everything(filters) {
+            // capability in it: keep only box root's few before the
+            // command runs.
+            let failed = match super::confine::confine(filters, super::confine::BOX_ROOT_CAPS) {
                 Err(step) => step,
                 Ok(()) => nix::unistd::execvp(&argv[0], &argv).unwrap_err() as i32,
             };
@@ -426,6 +372,15 @@ fn enter_box(pid: i32, working_dir: &str) -> std::result::Result<(), HelperError
     for (fd, flag) in &spaces {
         nix::sched::setns(fd, *flag)
             .map_err(|e| (126, format!("joining the box ({flag:?}): {e}")))?;
+        if *flag == CloneFlags::CLONE_NEWUSER {
+            // As box root from here on, never as the daemon's own user
+            // (host root, when boxd runs as root): joining kept its ids.
+            // No supplementary groups (refused, and moot, in a box of a
+            // single id).
+            let _ = nix::unistd::setgroups(&[]);
+            super::userns::become_root(false)
+                .map_err(|e| (126, format!("becoming box root: {e}")))?;
+        }
     }
     nix::unistd::fchdir(&root).map_err(|e| (126, format!("fchdir: {e}")))?;
     nix::unistd::chroot(".").map_err(|e| (126, format!("chroot: {e}")))?;

@@ -1,4 +1,5 @@
-//! A box record translated into bubblewrap's command line.
+//! A box record translated into bubblewrap's command line and the boot
+//! helper's mounts.
 //!
 //! Pure functions over validated input ([`crate::validate`] has run), so
 //! that the translation can be fuzzed (`fuzz/fuzz_targets/bwrap_args.rs`).
@@ -8,13 +9,14 @@
 //! - capabilities are dropped and the seccomp programs are installed in
 //!   every box;
 //! - a mount's guest path is resolved inside the box's root
-//!   ([`resolve_in_root`]): a symlink the box made (its root is writable
+//!   ([`resolve_target`]): a symlink the box made (its root is writable
 //!   and persistent) can redirect a mount only to another place inside the
-//!   box, never outside it.
+//!   box, never outside it, and never onto `/`, `/proc` or `/dev`.
 
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
+use super::boot::PlannedMount;
 use crate::error::{Error, Result};
 use crate::registry::BoxSpec;
 
@@ -28,19 +30,12 @@ pub const SECCOMP_FDS: [i32; 2] = [12, 13];
 /// kernel's `ELOOP`).
 const MAX_LINKS: usize = 40;
 
-/// A bind mount with its guest path resolved inside the box.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BoxMount {
-    pub host_path: PathBuf,
-    pub guest_path: String,
-    pub read_only: bool,
-}
-
-/// The arguments of `bwrap` for a box named `name` with root `rootfs`.
-pub fn bwrap_args(name: &str, rootfs: &Path, mounts: &[BoxMount]) -> Vec<OsString> {
+/// The arguments of `bwrap` for a box named `name` whose root (with its
+/// mounts) the boot helper assembled at `stage`. bwrap runs as root of the
+/// box's user namespace, which the boot helper made: it makes none itself.
+pub fn bwrap_args(name: &str, stage: &Path) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |words: &[&str]| a.extend(words.iter().map(OsString::from));
-    push(&["--unshare-user", "--uid", "0", "--gid", "0"]);
     push(&[
         "--unshare-pid",
         "--unshare-ipc",
@@ -52,14 +47,9 @@ pub fn bwrap_args(name: &str, rootfs: &Path, mounts: &[BoxMount]) -> Vec<OsStrin
         push(&["--add-seccomp-fd", &fd.to_string()]);
     }
     push(&["--die-with-parent", "--bind"]);
-    a.push(rootfs.into());
+    a.push(stage.into());
     a.push("/".into());
     a.extend(["--proc", "/proc", "--dev", "/dev", "--hostname", name].map(OsString::from));
-    for m in mounts {
-        a.push(if m.read_only { "--ro-bind" } else { "--bind" }.into());
-        a.push(m.host_path.clone().into());
-        a.push(m.guest_path.clone().into());
-    }
     a.extend(
         [
             "--info-fd".to_owned(),
@@ -72,47 +62,53 @@ pub fn bwrap_args(name: &str, rootfs: &Path, mounts: &[BoxMount]) -> Vec<OsStrin
     a
 }
 
-/// The spec's mounts with each guest path resolved inside `rootfs`, and
-/// `hosts` (the box's own `/etc/hosts`, for a box with egress) bound
-/// read-only over the image's.
-pub fn resolve_mounts(
-    rootfs: &Path,
+/// The spec's mounts, and `hosts` (the box's own `/etc/hosts`, for a box
+/// with egress) bound read-only over the image's; `owner` says whose files
+/// a source shows as box root's (boxd as root: see [`super::boot`]).
+pub fn plan_mounts(
     spec: &BoxSpec,
     hosts: Option<&Path>,
-) -> Result<Vec<BoxMount>> {
-    let mut mounts: Vec<BoxMount> = spec
+    owner: impl Fn(&Path) -> Option<(u32, u32)>,
+) -> Vec<PlannedMount> {
+    let mut mounts: Vec<PlannedMount> = spec
         .mounts
         .iter()
-        .map(|m| {
-            let guest_path = resolve_in_root(rootfs, &m.guest_path)?;
-            crate::validate::mount_target(&guest_path).map_err(|_| {
-                Error::FailedPrecondition(format!(
-                    "mount {}: inside the box it leads to {guest_path}, where nothing may be mounted",
-                    m.guest_path
-                ))
-            })?;
-            Ok(BoxMount {
-                host_path: m.host_path.clone(),
-                guest_path,
-                read_only: m.read_only,
-            })
+        .map(|m| PlannedMount {
+            host_path: m.host_path.clone(),
+            guest_path: m.guest_path.clone(),
+            read_only: m.read_only,
+            owner: owner(&m.host_path),
         })
-        .collect::<Result<_>>()?;
+        .collect();
     if let Some(hosts) = hosts {
-        mounts.push(BoxMount {
+        mounts.push(PlannedMount {
             host_path: hosts.to_path_buf(),
-            guest_path: resolve_in_root(rootfs, "/etc/hosts")?,
+            guest_path: "/etc/hosts".into(),
             read_only: true,
+            owner: None,
         });
     }
-    Ok(mounts)
+    mounts
+}
+
+/// Where a mount at `guest` lands in the box whose root is `root`: its
+/// symlinks resolved inside the box ([`resolve_in_root`]), and refused
+/// where the engine itself mounts (`/`, `/proc`, `/dev`).
+pub fn resolve_target(root: &Path, guest: &str) -> Result<String> {
+    let resolved = resolve_in_root(root, guest)?;
+    crate::validate::mount_target(&resolved).map_err(|_| {
+        Error::FailedPrecondition(format!(
+            "mount {guest}: inside the box it leads to {resolved}, where nothing may be mounted"
+        ))
+    })?;
+    Ok(resolved)
 }
 
 /// Resolves the symlinks of `guest` (an absolute, normalized path inside
 /// the box) as the box itself would see them, with `root` as `/`: an
 /// absolute target starts again at the box's root and `..` never climbs
 /// above it. Components that do not exist yet are kept as they are
-/// (bubblewrap creates them). Returns the resolved absolute guest path.
+/// (the boot helper creates them). Returns the resolved absolute guest path.
 pub fn resolve_in_root(root: &Path, guest: &str) -> Result<String> {
     let mut done: Vec<OsString> = Vec::new();
     let mut todo: Vec<OsString> = components(Path::new(guest));
@@ -185,34 +181,45 @@ mod tests {
         assert_eq!(res("/new/dir").unwrap(), "/new/dir");
         assert!(res("/loop1").is_err());
         // Where a link leads to a reserved place, the mount is refused.
-        let spec = BoxSpec {
-            mounts: vec![crate::registry::Mount {
-                host_path: "/tmp".into(),
-                guest_path: "/proc-link".into(),
-                read_only: true,
-            }],
-            ..Default::default()
-        };
-        let err = resolve_mounts(r, &spec, None).unwrap_err().to_string();
+        let err = resolve_target(r, "/proc-link").unwrap_err().to_string();
         assert!(err.contains("/proc/self"), "{err}");
+        assert_eq!(resolve_target(r, "/rel").unwrap(), "/data/real");
     }
 
     #[test]
     fn args_keep_their_invariants() {
-        let mounts = [BoxMount {
-            host_path: "/srv/p".into(),
-            guest_path: "/workspace".into(),
-            read_only: true,
-        }];
-        let a = bwrap_args("b1", Path::new("/h/rootfs"), &mounts);
+        let a = bwrap_args("b1", Path::new("/tmp"));
         let words: Vec<&str> = a.iter().map(|s| s.to_str().unwrap()).collect();
         assert!(words.contains(&"--unshare-net"));
-        assert!(words.windows(2).any(|w| w == ["--cap-drop", "ALL"]));
         assert!(
-            words
-                .windows(3)
-                .any(|w| w == ["--ro-bind", "/srv/p", "/workspace"])
+            !words.contains(&"--unshare-user"),
+            "the boot helper made it"
         );
+        assert!(words.windows(2).any(|w| w == ["--cap-drop", "ALL"]));
+        assert!(words.windows(3).any(|w| w == ["--bind", "/tmp", "/"]));
         assert_eq!(words.last(), Some(&"/proc/self/fd/10"));
+    }
+
+    #[test]
+    fn plans_add_the_hosts_file_read_only() {
+        let spec = BoxSpec {
+            mounts: vec![crate::registry::Mount {
+                host_path: "/srv/p".into(),
+                guest_path: "/workspace".into(),
+                read_only: false,
+            }],
+            ..Default::default()
+        };
+        let plan = plan_mounts(&spec, Some(Path::new("/h/hosts")), |_| Some((1000, 1000)));
+        assert_eq!(plan.len(), 2);
+        assert_eq!(plan[0].owner, Some((1000, 1000)));
+        assert_eq!(
+            (
+                plan[1].guest_path.as_str(),
+                plan[1].read_only,
+                plan[1].owner
+            ),
+            ("/etc/hosts", true, None)
+        );
     }
 }

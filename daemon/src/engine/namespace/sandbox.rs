@@ -1,20 +1,27 @@
 //! One running namespace box: a `bwrap` process and the namespaces it holds.
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt};
 use tokio::process::Child;
 
+use super::boot::{self, Plan};
+use super::helper::Helper;
+use super::idmap::IdMap;
+use super::options::{INFO_FD, INIT_FD, SECCOMP_FDS};
+use super::userns;
 use crate::error::{Error, Result};
-use crate::registry::BoxRecord;
 
 /// The static init, built by `build.rs` from `init.c`.
 static INIT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/boxd-init"));
 
-use super::options::{self, INFO_FD, INIT_FD, SECCOMP_FDS};
+/// The most the boot helper may say on its channel.
+const MAX_CHANNEL: u64 = 64 << 10;
+/// How much of bubblewrap's stderr (which the box could write to, through
+/// its pid 1) the daemon keeps: the last few KiB, never more.
+const STDERR_TAIL: usize = 4 << 10;
 /// How long processes get to end on SIGTERM before a stop kills them.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
@@ -71,17 +78,144 @@ fn program_memfd(program: &seccompiler::BpfProgram) -> Result<OwnedFd> {
     Ok(OwnedFd::from(file))
 }
 
-impl Sandbox {
-    pub async fn start(bwrap: &Path, record: &BoxRecord, rootfs: &Path) -> Result<Sandbox> {
-        let init = init_memfd()?;
-        let hosts = match record.spec.allow_net.is_empty() {
-            true => None,
-            false => Some(super::egress::hosts_file(&record.dir)?),
-        };
-        let mounts = options::resolve_mounts(rootfs, &record.spec, hosts.as_deref())?;
-        let mut cmd = tokio::process::Command::new(bwrap);
-        cmd.args(options::bwrap_args(&record.name, rootfs, &mounts));
+/// Why a boot helper did not get to start bubblewrap.
+enum BootError {
+    /// The user namespace could not be made or mapped.
+    Map(String),
+    /// The overlay root would not mount.
+    Overlay(String),
+    /// The box's spec asks for what cannot be (a mount that leads nowhere).
+    Precondition(String),
+    Other(Error),
+}
 
+impl From<BootError> for Error {
+    fn from(e: BootError) -> Error {
+        match e {
+            BootError::Map(why) | BootError::Overlay(why) => {
+                Error::Engine(format!("the box could not start: {why}"))
+            }
+            BootError::Precondition(why) => Error::FailedPrecondition(why),
+            BootError::Other(e) => e,
+        }
+    }
+}
+
+/// Why the engine's probe failed.
+pub enum ProbeError {
+    Map(String),
+    Mount(String),
+}
+
+/// Runs the boot helper of `plan` up to bubblewrap (or, for a probe, to
+/// its exit): maps its user namespace with `ids` and collects its warnings.
+async fn boot(
+    helper: Helper,
+    pid_of: impl FnOnce(&Child) -> i32,
+    ids: &IdMap,
+    warnings: &mut Vec<String>,
+) -> std::result::Result<Child, (Option<Child>, BootError)> {
+    let (child, ours) = helper
+        .spawn("the box's boot helper")
+        .map_err(|e| (None, BootError::Other(e)))?;
+    let pid = pid_of(&child);
+    let talk = async {
+        ours.set_nonblocking(true)
+            .map_err(|e| BootError::Other(Error::io("helper channel", e)))?;
+        let (read, mut write) = tokio::net::UnixStream::from_std(ours)
+            .map_err(|e| BootError::Other(Error::io("helper channel", e)))?
+            .into_split();
+        let mut lines = tokio::io::BufReader::new(read.take(MAX_CHANNEL)).lines();
+        userns::map_helper(&mut lines, &mut write, pid, ids)
+            .await
+            .map_err(|e| match e.to_string() {
+                why if why.starts_with("overlay ") => BootError::Overlay(why[8..].to_owned()),
+                why if why.starts_with("precondition ") => {
+                    BootError::Precondition(why[13..].to_owned())
+                }
+                why => BootError::Map(why),
+            })?;
+        // Then warnings, until the channel closes as bubblewrap starts.
+        while let Some(line) = lines.next_line().await.ok().flatten() {
+            if let Some(why) = line.strip_prefix("fail ") {
+                return Err(if let Some(w) = why.strip_prefix("precondition ") {
+                    BootError::Precondition(w.to_owned())
+                } else if let Some(w) = why.strip_prefix("overlay ") {
+                    BootError::Overlay(w.to_owned())
+                } else {
+                    BootError::Map(why.to_owned())
+                });
+            }
+            if let Some(what) = line.strip_prefix("warn ") {
+                warnings.push(what.to_owned());
+            }
+        }
+        Ok(())
+    };
+    match tokio::time::timeout(Duration::from_secs(30), talk).await {
+        Ok(Ok(())) => Ok(child),
+        Ok(Err(e)) => Err((Some(child), e)),
+        Err(_) => Err((
+            Some(child),
+            BootError::Other(Error::Engine(
+                "the box's boot helper did not finish within 30 s".into(),
+            )),
+        )),
+    }
+}
+
+/// Tries the boot helper's steps with `root` and `ids`, starting nothing.
+pub async fn probe(
+    root: &boot::Root,
+    ids: &IdMap,
+    privileged: bool,
+) -> std::result::Result<(), ProbeError> {
+    let plan = Plan {
+        root: root.clone(),
+        mounts: Vec::new(),
+        range: ids.is_range(),
+        privileged,
+        box_root: ids.root(),
+        bwrap: "/nonexistent".into(),
+        bwrap_args: Vec::new(),
+        nproc: None,
+        probe: true,
+    };
+    let json = serde_json::to_string(&plan).map_err(|e| ProbeError::Map(e.to_string()))?;
+    let mut helper = Helper::new(boot::HELPER_ARG).map_err(|e| ProbeError::Map(e.to_string()))?;
+    helper
+        .cmd
+        .arg(json)
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let pid_of = |c: &Child| c.id().unwrap_or(0) as i32;
+    match boot(helper, pid_of, ids, &mut Vec::new()).await {
+        Ok(mut child) => match child.wait().await {
+            Ok(s) if s.success() => Ok(()),
+            other => Err(ProbeError::Map(format!("the boot helper ended: {other:?}"))),
+        },
+        Err((_, BootError::Overlay(why))) => Err(ProbeError::Mount(why)),
+        Err((_, BootError::Map(why) | BootError::Precondition(why))) => Err(ProbeError::Map(why)),
+        Err((_, BootError::Other(e))) => Err(ProbeError::Map(e.to_string())),
+    }
+}
+
+impl Sandbox {
+    /// Starts the box: the boot helper assembles its root and user
+    /// namespace as `plan` says and becomes bubblewrap; returns once the
+    /// box's init runs. `idmap` writes the box's ids; `box_name` is for
+    /// logs; `warnings` collects what the helper could not do as asked.
+    pub async fn start(
+        plan: &Plan,
+        idmap: &IdMap,
+        box_name: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<Sandbox> {
+        let init = init_memfd()?;
+        let plan_json = serde_json::to_string(plan).map_err(|e| Error::Internal(e.to_string()))?;
         let (info_r, info_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| Error::io("pipe", e.into()))?;
         let filters = super::confine::filters().map_err(Error::Internal)?;
@@ -89,76 +223,68 @@ impl Sandbox {
             program_memfd(&filters.clone3)?,
             program_memfd(&filters.deny)?,
         ];
-        let (init_raw, info_raw) = (init.as_raw_fd(), info_w.as_raw_fd());
-        let seccomp_raw = [seccomp[0].as_raw_fd(), seccomp[1].as_raw_fd()];
-        cmd.stdin(std::process::Stdio::null())
+        let mut helper = Helper::new(boot::HELPER_ARG)?;
+        helper.pass(init.as_raw_fd(), INIT_FD);
+        helper.pass(info_w.as_raw_fd(), INFO_FD);
+        helper.pass(seccomp[0].as_raw_fd(), SECCOMP_FDS[0]);
+        helper.pass(seccomp[1].as_raw_fd(), SECCOMP_FDS[1]);
+        helper
+            .cmd
+            .arg(plan_json)
+            .current_dir("/")
+            .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                libc::umask(0o022);
-                crate::limits::restore_in_child();
-                let fds = [
-                    (init_raw, INIT_FD),
-                    (info_raw, INFO_FD),
-                    (seccomp_raw[0], SECCOMP_FDS[0]),
-                    (seccomp_raw[1], SECCOMP_FDS[1]),
-                ];
-                for (from, to) in fds {
-                    if libc::dup2(from, to) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
+        let mut stderr = None;
+        let pid_of = |c: &Child| c.id().unwrap_or(0) as i32;
+        let booted = boot(helper, pid_of, idmap, warnings).await;
+        drop((info_w, seccomp));
+        let mut child = match booted {
+            Ok(child) => child,
+            Err((child, e)) => {
+                if let Some(mut child) = child {
+                    let _ = child.kill().await;
                 }
-                Ok(())
-            });
+                return Err(e.into());
+            }
+        };
+        if let Some(err) = child.stderr.take() {
+            stderr = Some(Tail::collect(err, box_name));
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| Error::io(format!("run {}", bwrap.display()), e))?;
-        drop(info_w);
-        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let stderr = stderr.expect("stderr is piped");
 
+        // bubblewrap writes its pid 1 to the info pipe (a few bytes).
         let info = tokio::task::spawn_blocking(move || {
             let mut text = String::new();
-            let _ = std::io::Read::read_to_string(&mut std::fs::File::from(info_r), &mut text);
+            let _ = std::io::Read::read_to_string(
+                &mut std::io::Read::take(std::fs::File::from(info_r), 4096),
+                &mut text,
+            );
             text
         });
         let info = tokio::time::timeout(Duration::from_secs(30), info)
             .await
             .map_err(|_| Error::Engine("bubblewrap did not start the box within 30 s".into()))?
             .map_err(|e| Error::Internal(e.to_string()))?;
-        let pid = serde_json::from_str::<serde_json::Value>(&info)
+        let pid1 = serde_json::from_str::<serde_json::Value>(&info)
             .ok()
             .and_then(|v| v.get("child-pid")?.as_i64())
             .map(|p| p as i32);
         // bwrap reports its pid 1 as soon as it is cloned, before the mounts
         // and the pivot into the box: the box is ready once the init runs.
-        let init_pid = match pid {
+        let init_pid = match pid1 {
             Some(pid1) => wait_for_init(pid1).await,
             None => None,
         };
-        let (Some(pid1), Some(init_pid)) = (pid, init_pid) else {
-            let mut err = String::new();
-            let _ =
-                tokio::time::timeout(Duration::from_secs(5), stderr.read_to_string(&mut err)).await;
+        let (Some(pid1), Some(init_pid)) = (pid1, init_pid) else {
             let _ = child.kill().await;
+            let err = stderr.text_when_done(Duration::from_secs(5)).await;
             return Err(Error::Engine(format!(
                 "the box could not start: {}",
                 err.trim()
             )));
         };
-        // Keep bwrap's later complaints in the daemon log.
-        let name = record.name.clone();
-        tokio::spawn(async move {
-            let mut err = String::new();
-            let _ = stderr.read_to_string(&mut err).await;
-            if !err.trim().is_empty() {
-                tracing::warn!(box_name = %name, stderr = %err.trim(), "bubblewrap");
-            }
-        });
         let (kill, ended) = watch(child);
         Ok(Sandbox {
             kill: Some(kill),
@@ -302,5 +428,85 @@ fn signal_box(pid1: i32, signal: i32) {
             // SAFETY: kill has no memory-safety preconditions.
             unsafe { libc::kill(p, signal) };
         }
+    }
+}
+
+/// The last [`STDERR_TAIL`] bytes of a stream the box may write to, read
+/// to its end so that the writer never blocks; logged once, escaped, when
+/// it ends.
+#[derive(Clone)]
+struct Tail {
+    inner: Arc<Mutex<(Vec<u8>, bool)>>,
+    done: Arc<tokio::sync::Notify>,
+}
+
+impl Tail {
+    fn collect<R: AsyncRead + Unpin + Send + 'static>(mut reader: R, box_name: &str) -> Tail {
+        let tail = Tail {
+            inner: Arc::default(),
+            done: Arc::default(),
+        };
+        let (t, name) = (tail.clone(), box_name.to_owned());
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 16 << 10];
+            let mut dropped = 0u64;
+            loop {
+                let n = match reader.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                let mut inner = t.inner.lock().expect("stderr tail");
+                inner.0.extend_from_slice(&buf[..n]);
+                if inner.0.len() > STDERR_TAIL {
+                    let excess = inner.0.len() - STDERR_TAIL;
+                    dropped += excess as u64;
+                    inner.0.drain(..excess);
+                }
+            }
+            let text = {
+                let mut inner = t.inner.lock().expect("stderr tail");
+                inner.1 = true;
+                String::from_utf8_lossy(&inner.0).into_owned()
+            };
+            t.done.notify_waiters();
+            if !text.trim().is_empty() {
+                // Debug formatting escapes newlines and control characters:
+                // what the box wrote cannot start a log line of its own.
+                tracing::warn!(box_name = %name, stderr = ?text.trim(), dropped_bytes = dropped, "bubblewrap");
+            }
+        });
+        tail
+    }
+
+    /// What was read, once the stream ended or `wait` passed.
+    async fn text_when_done(&self, wait: Duration) -> String {
+        let done = self.done.notified();
+        if !self.inner.lock().expect("stderr tail").1 {
+            let _ = tokio::time::timeout(wait, done).await;
+        }
+        String::from_utf8_lossy(&self.inner.lock().expect("stderr tail").0).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_flood_of_stderr_keeps_only_the_tail() {
+        let (mut w, r) = tokio::io::duplex(1 << 16);
+        let tail = Tail::collect(r, "flood");
+        let writer = tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let line = vec![b'x'; 1 << 16];
+            for _ in 0..256 {
+                w.write_all(&line).await.unwrap();
+            }
+            w.write_all(b"\nthe end").await.unwrap();
+        });
+        writer.await.unwrap();
+        let text = tail.text_when_done(Duration::from_secs(5)).await;
+        assert_eq!(text.len(), STDERR_TAIL);
+        assert!(text.ends_with("\nthe end"));
     }
 }

@@ -1,0 +1,476 @@
+//! Starting a box: its root assembled in a private mount namespace, its
+//! user namespace mapped, then bubblewrap.
+//!
+//! `boxd __box PLAN` is a single-threaded helper the daemon starts for
+//! every box start, with an empty environment and no descriptors but its
+//! channel (fd 3) and those bubblewrap needs. It
+//!
+//! 1. opens every host mount source (`O_PATH`, no symlink on the way:
+//!    sources are stored resolved at create, so a symlink a box planted
+//!    in a writable mount since cannot redirect a mount);
+//! 2. in a mount namespace of its own, mounts the box's root on the
+//!    stage directory [`STAGE`]: an overlay of the image (shared, read-only)
+//!    and the box's upper directory, or the box's own copy; then binds the
+//!    mounts onto their guest paths, resolved inside that root;
+//! 3. joins a new user namespace that the daemon maps ([`super::userns`]);
+//! 4. executes bubblewrap, which binds the stage as `/` and does the rest
+//!    (pid, ipc, uts and network namespaces, `/proc`, `/dev`, seccomp,
+//!    the box's init).
+//!
+//! When boxd runs as root, steps 1–2 run as the host's root, before the
+//! user namespace exists: the box never holds host privileges, and
+//! bubblewrap finds the box's root at `/tmp` in its mount namespace (the
+//! daemon's home may be unreachable for box root). A mount whose source
+//! belongs to an ordinary host user is idmapped so that the user's files
+//! are box root's and box root writes as that user, never as host root.
+//! When boxd is an ordinary user, steps 1–2 run as box root after step 3
+//! (mounting needs the namespace's capabilities), and the overlay keeps
+//! its metadata in `user.*` attributes (`userxattr`).
+//!
+//! The helper reports `warn …` lines and `fail …` on the channel (`fail
+//! precondition …` for what the box's spec asks and cannot be, `fail
+//! overlay …` when no overlay mounts); the channel closes when bubblewrap
+//! runs.
+
+use std::ffi::{CString, OsString};
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MsFlags, mount};
+use serde::{Deserialize, Serialize};
+
+/// The argument that selects [`helper_main`] in `main`.
+pub const HELPER_ARG: &str = "__box";
+/// Where the box's root is assembled in the helper's own mount namespace
+/// (covering the host's `/tmp` there only).
+pub const STAGE: &str = "/tmp";
+const CHANNEL_FD: RawFd = 3;
+
+/// What the helper does, serialized as its argument.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Plan {
+    pub root: Root,
+    pub mounts: Vec<PlannedMount>,
+    /// Whether the user namespace has a range (`setgroups` allowed).
+    pub range: bool,
+    /// boxd is root: assemble before the user namespace exists.
+    pub privileged: bool,
+    /// Host uid and gid of box root (owner of the mount points made here).
+    pub box_root: (u32, u32),
+    pub bwrap: PathBuf,
+    pub bwrap_args: Vec<String>,
+    /// `RLIMIT_NPROC` for the box's processes (per uid in the box).
+    pub nproc: Option<u64>,
+    /// Only try: exit once the root is mounted and the user namespace
+    /// mapped, without starting bubblewrap.
+    pub probe: bool,
+}
+
+/// The box's root filesystem.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub enum Root {
+    /// The image (read-only, shared by every box of it) under the box's
+    /// own upper directory.
+    Overlay {
+        lower: PathBuf,
+        upper: PathBuf,
+        work: PathBuf,
+    },
+    /// A directory of the box's own (a full copy of the image).
+    Dir(PathBuf),
+}
+
+/// A host path bound into the box.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PlannedMount {
+    /// Resolved at create: opened with no symlink allowed.
+    pub host_path: PathBuf,
+    /// Absolute and normalized; symlinks are resolved inside the box here.
+    pub guest_path: String,
+    pub read_only: bool,
+    /// `Some((uid, gid))`: show the source's files of this host owner as
+    /// box root's (an idmapped mount; boxd as root only).
+    pub owner: Option<(u32, u32)>,
+}
+
+/// `boxd __box PLAN-JSON`.
+pub fn helper_main(args: Vec<OsString>) -> ! {
+    // SAFETY: fd 3 was set up by the daemon for us.
+    let mut channel = unsafe { UnixStream::from_raw_fd(CHANNEL_FD) };
+    let result = args
+        .first()
+        .and_then(|a| serde_json::from_slice::<Plan>(a.as_bytes()).ok())
+        .ok_or_else(|| "bad helper arguments".to_owned())
+        .and_then(|plan| boot(&plan, &mut channel));
+    let why = match result {
+        Err(why) => why,
+    };
+    let _ = writeln!(channel, "fail {}", why.replace('\n', " "));
+    std::process::exit(125)
+}
+
+fn boot(plan: &Plan, channel: &mut UnixStream) -> Result<std::convert::Infallible, String> {
+    let sources = plan
+        .mounts
+        .iter()
+        .map(|m| open_source(&m.host_path))
+        .collect::<Result<Vec<_>, _>>()?;
+    if plan.privileged {
+        private_mounts()?;
+        assemble(plan, &sources, channel)?;
+        super::userns::enter(channel, plan.range)?;
+    } else {
+        super::userns::enter(channel, plan.range)?;
+        private_mounts()?;
+        assemble(plan, &sources, channel)?;
+    }
+    drop(sources);
+    if plan.probe {
+        std::process::exit(0);
+    }
+    if let Some(n) = plan.nproc {
+        let lim = libc::rlimit {
+            rlim_cur: n,
+            rlim_max: n,
+        };
+        // SAFETY: setrlimit with a valid pointer.
+        unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &lim) };
+    }
+    nix::unistd::chdir("/").map_err(|e| format!("chdir /: {e}"))?;
+    let mut argv = vec![plan.bwrap.as_os_str().as_bytes().to_vec()];
+    argv.extend(plan.bwrap_args.iter().map(|a| a.as_bytes().to_vec()));
+    let argv: Vec<CString> = argv
+        .into_iter()
+        .map(CString::new)
+        .collect::<Result<_, _>>()
+        .map_err(|_| "a NUL byte in bubblewrap's arguments".to_owned())?;
+    // The channel closes as bubblewrap starts: nothing in the box may
+    // hold it.
+    // SAFETY: fcntl on our own descriptor.
+    unsafe { libc::fcntl(CHANNEL_FD, libc::F_SETFD, libc::FD_CLOEXEC) };
+    let env: [CString; 0] = [];
+    let err = nix::unistd::execve(&argv[0], &argv, &env).unwrap_err();
+    Err(format!("cannot run {}: {err}", plan.bwrap.display()))
+}
+
+/// A mount namespace of the helper's own, receiving the host's mount
+/// events but sending none back.
+fn private_mounts() -> Result<(), String> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+        .map_err(|e| format!("cannot create a mount namespace: {e}"))?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_SLAVE,
+        None::<&str>,
+    )
+    .map_err(|e| format!("make / a slave mount: {e}"))
+}
+
+/// Opens a mount source with no symlink anywhere in its path.
+fn open_source(path: &Path) -> Result<OwnedFd, String> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| "a NUL byte in a path")?;
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: openat2 with a valid path and a correctly sized struct.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            &how,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        let err = std::io::Error::last_os_error();
+        return Err(match err.raw_os_error() {
+            Some(libc::ELOOP) => format!(
+                "precondition mount {}: a part of this path became a symbolic link after the box was created; recreate the box to mount where it now leads",
+                path.display()
+            ),
+            Some(libc::ENOENT) => format!(
+                "precondition mount {}: no such file or directory on the host",
+                path.display()
+            ),
+            _ => format!("precondition mount {}: {err}", path.display()),
+        });
+    }
+    // SAFETY: the kernel just returned this descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// The root on [`STAGE`], then every mount on its resolved guest path.
+fn assemble(plan: &Plan, sources: &[OwnedFd], channel: &mut UnixStream) -> Result<(), String> {
+    let stage = Path::new(STAGE);
+    match &plan.root {
+        Root::Overlay { lower, upper, work } => {
+            let mut data = format!(
+                "lowerdir={},upperdir={},workdir={}",
+                lower.display(),
+                upper.display(),
+                work.display()
+            );
+            if !plan.privileged {
+                data.push_str(",userxattr");
+            }
+            mount(
+                Some("overlay"),
+                stage,
+                Some("overlay"),
+                MsFlags::empty(),
+                Some(data.as_str()),
+            )
+            .map_err(|e| format!("overlay mount the box's overlay root: {e}"))?;
+        }
+        Root::Dir(dir) => mount(
+            Some(dir.as_path()),
+            stage,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(|e| format!("bind the box's root: {e}"))?,
+    }
+    let mut idmaps: Vec<((u32, u32), OwnedFd)> = Vec::new();
+    for (m, source) in plan.mounts.iter().zip(sources) {
+        let guest = super::options::resolve_target(stage, &m.guest_path)
+            .map_err(|e| format!("precondition {e}"))?;
+        let target = stage.join(guest.trim_start_matches('/'));
+        let is_dir = nix::sys::stat::fstat(source)
+            .map(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR)
+            .map_err(|e| format!("stat {}: {e}", m.host_path.display()))?;
+        make_mount_point(&target, is_dir, plan.box_root)?;
+        let idmap = match m.owner {
+            Some(owner) => match idmaps.iter().find(|(o, _)| *o == owner) {
+                Some((_, fd)) => Some(fd.as_raw_fd()),
+                None => match idmap_userns(owner, plan.box_root) {
+                    Ok(fd) => {
+                        idmaps.push((owner, fd));
+                        idmaps.last().map(|(_, fd)| fd.as_raw_fd())
+                    }
+                    Err(e) => {
+                        let _ = writeln!(
+                            channel,
+                            "warn mount {}: cannot map its owner to box root ({e}); the box sees its files as nobody's",
+                            m.host_path.display()
+                        );
+                        None
+                    }
+                },
+            },
+            None => None,
+        };
+        bind(source, &target, m.read_only, idmap)
+            .map_err(|e| format!("mount {} on {guest}: {e}", m.host_path.display()))?;
+    }
+    Ok(())
+}
+
+/// Creates the directory (or empty file) a mount lands on, owned by box
+/// root, and its missing parents.
+fn make_mount_point(target: &Path, is_dir: bool, owner: (u32, u32)) -> Result<(), String> {
+    let mut missing = Vec::new();
+    let mut at = target.to_path_buf();
+    while std::fs::symlink_metadata(&at).is_err() {
+        missing.push(at.clone());
+        if !at.pop() {
+            break;
+        }
+    }
+    for (i, path) in missing.iter().rev().enumerate() {
+        let last = i + 1 == missing.len();
+        let made = if last && !is_dir {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .map(drop)
+        } else {
+            std::fs::create_dir(path)
+        };
+        made.map_err(|e| format!("create the mount point {}: {e}", path.display()))?;
+        let _ = std::os::unix::fs::lchown(path, Some(owner.0), Some(owner.1));
+    }
+    Ok(())
+}
+
+/// Binds `source` on `target`: recursively, or (idmapped) just that mount;
+/// then no setuid, no devices, and read-only when asked, throughout.
+fn bind(
+    source: &OwnedFd,
+    target: &Path,
+    read_only: bool,
+    idmap: Option<RawFd>,
+) -> Result<(), String> {
+    let mut attr = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if read_only {
+        attr |= MOUNT_ATTR_RDONLY;
+    }
+    let flags = OPEN_TREE_CLONE
+        | libc::O_CLOEXEC as u32
+        | libc::AT_EMPTY_PATH as u32
+        | if idmap.is_none() {
+            libc::AT_RECURSIVE as u32
+        } else {
+            0
+        };
+    // SAFETY: open_tree on a descriptor we own, with an empty path.
+    let tree = unsafe { libc::syscall(SYS_OPEN_TREE, source.as_raw_fd(), c"".as_ptr(), flags) };
+    if tree < 0 {
+        return Err(format!("open_tree: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: the kernel just returned this descriptor.
+    let tree = unsafe { OwnedFd::from_raw_fd(tree as RawFd) };
+    let mut set = MountAttr {
+        attr_set: attr,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    if let Some(userns) = idmap {
+        set.attr_set |= MOUNT_ATTR_IDMAP;
+        set.userns_fd = userns as u64;
+    }
+    let recursive = if idmap.is_none() {
+        libc::AT_RECURSIVE
+    } else {
+        0
+    };
+    // SAFETY: mount_setattr on a detached tree we own, valid struct.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_MOUNT_SETATTR,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            (libc::AT_EMPTY_PATH | recursive) as u32,
+            &set,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc != 0 {
+        return Err(format!(
+            "mount_setattr: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let target = CString::new(target.as_os_str().as_bytes()).map_err(|_| "a NUL byte")?;
+    // SAFETY: move_mount of a detached tree we own onto a path.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_MOVE_MOUNT,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if rc != 0 {
+        return Err(format!("move_mount: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// A user namespace mapping host `owner` to box root's host ids, for an
+/// idmapped mount: made by a child that unshares and waits while this
+/// (privileged) process writes its maps.
+fn idmap_userns(owner: (u32, u32), box_root: (u32, u32)) -> Result<OwnedFd, String> {
+    let (ready_r, ready_w) = nix::unistd::pipe().map_err(|e| e.to_string())?;
+    let (hold_r, hold_w) = nix::unistd::pipe().map_err(|e| e.to_string())?;
+    // SAFETY: this helper is single-threaded; the child only makes raw
+    // system calls.
+    match unsafe { nix::unistd::fork() }.map_err(|e| e.to_string())? {
+        nix::unistd::ForkResult::Child => {
+            drop((ready_r, hold_w));
+            // SAFETY: raw system calls in the forked child.
+            unsafe {
+                let ok = libc::unshare(libc::CLONE_NEWUSER) == 0;
+                libc::write(ready_w.as_raw_fd(), [u8::from(ok)].as_ptr().cast(), 1);
+                let mut b = [0u8; 1];
+                libc::read(hold_r.as_raw_fd(), b.as_mut_ptr().cast(), 1);
+                libc::_exit(0)
+            }
+        }
+        nix::unistd::ForkResult::Parent { child } => {
+            drop((ready_w, hold_r));
+            let mut ok = [0u8; 1];
+            let _ = nix::unistd::read(&ready_r, &mut ok);
+            let result = (|| {
+                if ok[0] != 1 {
+                    return Err("cannot create a user namespace".to_owned());
+                }
+                let write = |file: &str, text: String| {
+                    std::fs::write(format!("/proc/{child}/{file}"), text)
+                        .map_err(|e| format!("{file}: {e}"))
+                };
+                write("uid_map", format!("{} {} 1\n", owner.0, box_root.0))?;
+                write("gid_map", format!("{} {} 1\n", owner.1, box_root.1))?;
+                std::fs::File::open(format!("/proc/{child}/ns/user"))
+                    .map(OwnedFd::from)
+                    .map_err(|e| e.to_string())
+            })();
+            drop(hold_w);
+            let _ = nix::sys::wait::waitpid(child, None);
+            result
+        }
+    }
+}
+
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const OPEN_TREE_CLONE: u32 = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x04;
+const MOUNT_ATTR_RDONLY: u64 = 0x01;
+const MOUNT_ATTR_NOSUID: u64 = 0x02;
+const MOUNT_ATTR_NODEV: u64 = 0x04;
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+// The new mount API's numbers are the same on every architecture.
+const SYS_OPEN_TREE: libc::c_long = 428;
+const SYS_MOVE_MOUNT: libc::c_long = 429;
+const SYS_MOUNT_SETATTR: libc::c_long = 442;
+
+/// The owner of `path` when boxd (as root) should show its files as box
+/// root's: an ordinary user's, with their group (or, for a directory of
+/// root's group, the user's primary group). `None` for root's files (a box
+/// never writes as host root) and for files already in the box's range.
+pub fn mount_owner(path: &Path, box_root: (u32, u32), range: u32) -> Option<(u32, u32)> {
+    let meta = std::fs::metadata(path).ok()?;
+    let in_range = |id: u32, base: u32| id >= base && id - base < range;
+    if meta.uid() == 0 || in_range(meta.uid(), box_root.0) {
+        return None;
+    }
+    let gid = match meta.gid() {
+        0 => nix::unistd::User::from_uid(meta.uid().into())
+            .ok()
+            .flatten()
+            .map(|u| u.gid.as_raw())
+            .filter(|g| *g != 0)
+            .unwrap_or(meta.uid()),
+        g => g,
+    };
+    Some((meta.uid(), gid))
+}
