@@ -48,6 +48,35 @@ pub fn busybox() -> PathBuf {
     image::busybox_layout(&target_dir().join("test-images").join("busybox"))
 }
 
+/// The ordinary host user that owns the directories tests let boxes write
+/// into, when the tests run as root.
+pub const HOST_USER: u32 = 4242;
+
+/// A host directory a box may write into. As root it belongs to
+/// [`HOST_USER`]: a root-run boxd shows an ordinary user's directory to its
+/// boxes as box root's (box root writes there as that user), but root's
+/// files as nobody's, since a box never writes as host root.
+pub fn host_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    give_to_host_user(dir.path());
+    dir
+}
+
+/// Hands `path` (recursively) to [`HOST_USER`] when the tests run as root,
+/// and lets that user reach it (its parent directories may be private).
+pub fn give_to_host_user(path: &std::path::Path) {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let status = Command::new("chown")
+        .args(["-R", &format!("{HOST_USER}:{HOST_USER}")])
+        .arg(path)
+        .status()
+        .expect("run chown");
+    assert!(status.success(), "chown {}", path.display());
+}
+
 /// A running `boxd` on its own temporary socket and home.
 pub struct Daemon {
     child: Option<Child>,

@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use boxd_tests::agent::{FakeLlm, acp_dir, host_ca_flags, node_image};
-use boxd_tests::{Daemon, bin};
+use boxd_tests::{Daemon, bin, give_to_host_user};
 use serde_json::{Value, json};
 
 /// pi 1.x needs Node >= 22.19; pi-acp 0.0.34 needs pi >= 0.81.
@@ -84,6 +84,8 @@ fn setup() -> Setup {
     )
     .unwrap();
     llm.pi_agent_dir(&dir.path().join("pi-agent"));
+    give_to_host_user(&dir.path().join("project"));
+    give_to_host_user(&dir.path().join("pi-agent"));
     Setup {
         daemon: Daemon::start(),
         _llm: llm,

@@ -476,7 +476,7 @@ async fn hostile_names_and_mounts_are_rejected() {
 async fn mounts_are_shared_and_read_only_is_enforced(engine: &'static str) {
     let d = Daemon::with_engine(engine);
     let mut c = d.client().await;
-    let rw = tempfile::tempdir().unwrap();
+    let rw = host_dir();
     let ro = tempfile::tempdir().unwrap();
     std::fs::write(ro.path().join("given"), "from host").unwrap();
     let mut spec = busybox_spec();

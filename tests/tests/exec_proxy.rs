@@ -5,7 +5,7 @@ use std::io::{BufRead, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use boxd_tests::{Daemon, busybox, v1};
+use boxd_tests::{Daemon, busybox, host_dir, v1};
 use sha2::{Digest, Sha256};
 
 /// `harness-box-exec --box NAME --image BUSYBOX ARGS… -- CMD…`.
@@ -154,7 +154,7 @@ fn provisions_only_when_the_probe_fails() {
 #[test]
 fn mounts_workdir_and_env_reach_the_command() {
     let d = Daemon::start();
-    let project = tempfile::tempdir().unwrap();
+    let project = host_dir();
     std::fs::write(project.path().join("marker"), "from the host\n").unwrap();
     let mount = format!("{}:/workspace", project.path().display());
     let out = output(
