@@ -48,7 +48,13 @@ impl Check {
 
 /// Runs every check. None of them boots anything or needs the daemon.
 pub fn run(paths: &Paths) -> Vec<Check> {
-    let mut checks = vec![bwrap(), user_namespaces(), apparmor()];
+    let mut checks = vec![
+        privileges(),
+        bwrap(),
+        user_namespaces(),
+        box_ids(),
+        apparmor(),
+    ];
     checks.extend(crate::engine::doctor_checks());
     checks.push(tool("protoc", &["--version"], "needed only to build BoxLite (Debian: apt-get install protobuf-compiler; macOS: brew install protobuf)"));
     checks.push(socket(&paths.socket));
@@ -158,6 +164,66 @@ fn user_namespaces() -> Check {
             "reinstall bubblewrap",
         ),
     }
+}
+
+/// boxd as root works, with boxes on an unprivileged host range; it is
+/// still a risk worth saying out loud.
+fn privileges() -> Check {
+    if !nix::unistd::geteuid().is_root() {
+        return Check::ok("privileges", "boxd runs as an ordinary user");
+    }
+    Check::warn(
+        "privileges",
+        "boxd runs as root: boxes still run as unprivileged host ids (never host root), but a flaw in the kernel or bubblewrap would meet a root daemon",
+        "run boxd as the user whose boxes they are (boxctl daemon install, as that user); give that user a subordinate id range for full boxes",
+    )
+}
+
+/// Which host ids boxes get (see `engine/namespace/idmap.rs`).
+#[cfg(target_os = "linux")]
+fn box_ids() -> Check {
+    use crate::engine::namespace::idmap::{IdMap, Writer};
+    let ids = IdMap::detect();
+    let user = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| nix::unistd::getuid().to_string());
+    if let Writer::NewIdMap { newuidmap, .. } = &ids.writer {
+        let setuid = std::fs::metadata(newuidmap).is_ok_and(|m| m.mode() & 0o4000 != 0);
+        if !setuid {
+            return Check::warn(
+                "box ids",
+                format!("{} is not setuid: boxes get one id", newuidmap.display()),
+                "reinstall uidmap (apt-get install --reinstall uidmap)",
+            );
+        }
+    }
+    if ids.is_range() {
+        let (uid, _) = ids.root();
+        return Check::ok(
+            "box ids",
+            format!(
+                "65,536 ids per box from {}; box root is host uid {uid}",
+                ids.source
+            ),
+        );
+    }
+    Check::warn(
+        "box ids",
+        format!(
+            "each box gets one id ({}): apt-get, su, chown and setgroups fail in boxes",
+            ids.source
+        ),
+        format!(
+            "apt-get install uidmap; sudo usermod --add-subuids 100000-165535 --add-subgids 100000-165535 {user}"
+        ),
+    )
+}
+
+#[cfg(not(target_os = "linux"))]
+fn box_ids() -> Check {
+    Check::ok("box ids", "not used on this platform (microVMs)")
 }
 
 fn apparmor() -> Check {

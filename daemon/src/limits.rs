@@ -1,3 +1,5 @@
+//! Descriptors: the open-file limit, and closing what boxd inherited.
+//!
 //! The open-file limit. A daemon that holds a thousand client connections
 //! and several descriptors per exec needs more than the usual soft limit of
 //! 1024, so `boxd` raises its soft limit to the hard one at start-up, as
@@ -50,6 +52,38 @@ pub fn restore_in_child() {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
             lim.rlim_cur = soft.min(lim.rlim_max);
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+/// Closes every descriptor above stderr but `keep` (the socket a service
+/// manager passed): a daemon holds nothing of whoever started it, and so
+/// nothing of it reaches a box. Call before any thread or file exists.
+pub fn close_inherited(keep: Option<std::os::fd::RawFd>) {
+    #[cfg(target_os = "linux")]
+    {
+        let close = |first: u32, last: u32| {
+            if first <= last {
+                // SAFETY: close_range has no memory-safety preconditions.
+                unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) };
+            }
+        };
+        match keep {
+            Some(fd) if fd >= 3 => {
+                close(3, fd as u32 - 1);
+                close(fd as u32 + 1, u32::MAX);
+            }
+            _ => close(3, u32::MAX),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        // Elsewhere, keep them out of children at least.
+        for fd in 3..1024 {
+            if Some(fd) != keep {
+                // SAFETY: fcntl on an integer; a closed descriptor fails.
+                unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+            }
         }
     }
 }

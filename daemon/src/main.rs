@@ -156,6 +156,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Descriptors whoever started boxd left open are not boxd's to keep,
+    // nor to hand to anything it starts: close them all but the socket.
+    limits::close_inherited(inherited.as_ref().map(std::os::fd::AsRawFd::as_raw_fd));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -194,6 +197,11 @@ async fn run(
     let open_files = limits::raise();
     tracing::debug!(open_files, "open-file limit");
 
+    if nix::unistd::geteuid().is_root() {
+        tracing::warn!(
+            "boxd runs as root: boxes run as unprivileged host ids, never as host root, but run boxd as the user whose boxes they are where you can (boxctl doctor)"
+        );
+    }
     let engine = select_engine(EngineChoice::parse(&settings.engine), &paths).await?;
     let info = engine.info();
     tracing::info!(engine = info.name, version = %info.version, isolation = info.isolation.as_str(), "engine ready");

@@ -77,12 +77,58 @@ pub fn give_to_host_user(path: &std::path::Path) {
     assert!(status.success(), "chown {}", path.display());
 }
 
+/// A static test program from `tests/src/probes/NAME.c`, built once per
+/// target directory into a directory of its own (mount it into a box).
+/// Returns that directory.
+pub fn probes() -> PathBuf {
+    let dir = target_dir().join("test-images").join("probes");
+    std::fs::create_dir_all(&dir).expect("create the probes directory");
+    let sources = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/probes");
+    for entry in std::fs::read_dir(&sources).expect("tests/src/probes") {
+        let src = entry.expect("probe source").path();
+        let Some(name) = src
+            .file_stem()
+            .filter(|_| src.extension().is_some_and(|e| e == "c"))
+        else {
+            continue;
+        };
+        let out = dir.join(name);
+        let fresh = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        if out.is_file() && fresh(&out) >= fresh(&src) {
+            continue;
+        }
+        let tmp = dir.join(format!(
+            ".{}.{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let status = Command::new("cc")
+            .args(["-O2", "-static", "-o"])
+            .arg(&tmp)
+            .arg(&src)
+            .status()
+            .expect("run cc (apt-get install gcc libc6-dev)");
+        assert!(status.success(), "building {}", src.display());
+        std::fs::rename(&tmp, &out).expect("install the probe");
+    }
+    // Readable by whoever runs a box (an unprivileged daemon's boxes too).
+    let _ = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&dir)
+        .stderr(Stdio::null())
+        .status();
+    dir
+}
+
 /// A running `boxd` on its own temporary socket and home.
 pub struct Daemon {
     child: Option<Child>,
     /// When set, the home is a tmpfs of this size, mounted in a mount
     /// namespace of boxd's own (so a full disk can be tested).
     tmpfs_home: Option<String>,
+    /// A shell snippet run just before boxd, in the shell that becomes
+    /// boxd (to leave it descriptors, say).
+    wrapper: Option<String>,
     engine: &'static str,
     env: Vec<(String, String)>,
     pub dir: tempfile::TempDir,
@@ -119,6 +165,16 @@ impl Daemon {
         d
     }
 
+    /// A namespace-engine daemon with extra environment, started by a shell
+    /// that first runs `snippet` and then becomes boxd (`exec 7</`, to
+    /// leave it a descriptor).
+    pub fn wrapped(snippet: &str, env: Vec<(String, String)>) -> Daemon {
+        let mut d = Daemon::unstarted("namespace", env);
+        d.wrapper = Some(snippet.to_owned());
+        d.spawn();
+        d
+    }
+
     /// A temporary socket and home, nothing started.
     fn unstarted(engine: &'static str, env: Vec<(String, String)>) -> Daemon {
         let dir = tempfile::Builder::new()
@@ -130,6 +186,7 @@ impl Daemon {
         Daemon {
             child: None,
             tmpfs_home: None,
+            wrapper: None,
             engine,
             env,
             dir,
@@ -153,6 +210,16 @@ impl Daemon {
                     "mount -t tmpfs -o size={size},mode=0700 boxd-home \"$0\" && exec \"$@\""
                 ))
                 .arg(&self.home)
+                .arg(boxd.get_program())
+                .args(boxd.get_args())
+                .envs(boxd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+                .stdin(Stdio::null());
+        }
+        if let Some(snippet) = &self.wrapper {
+            let boxd = cmd;
+            cmd = Command::new("sh");
+            cmd.arg("-c")
+                .arg(format!("{snippet}\nexec \"$0\" \"$@\""))
                 .arg(boxd.get_program())
                 .args(boxd.get_args())
                 .envs(boxd.get_envs().filter_map(|(k, v)| Some((k, v?))))

@@ -5,6 +5,7 @@
 use std::io::{Read, Write};
 use std::net::TcpListener;
 
+use boxd_client::tonic;
 use boxd_tests::*;
 
 /// `grep FIELD /proc/PID/status` for every process of the box, as lines
@@ -16,8 +17,16 @@ const STATUS_OF_ALL: &str = r#"for p in /proc/[0-9]*; do
   done < $p/status
 done"#;
 
+/// The capabilities a command in a box keeps: rootless Podman's set
+/// (chown, dac_override, fowner, fsetid, kill, setgid, setuid, setpcap,
+/// net_bind_service, sys_chroot, setfcap), in the box's user namespace.
+const BOX_ROOT_CAPS: &str = "00000000800405fb";
+/// bubblewrap's own needs (sys_admin, sys_chroot, net_admin, setuid,
+/// setgid, sys_ptrace): the most its pid 1's bounding set may hold.
+const BWRAP_BOUNDING: &str = "00000000002c10c0";
+
 #[tokio::test(flavor = "multi_thread")]
-async fn processes_in_a_box_have_no_capabilities_no_new_privileges_and_a_seccomp_filter() {
+async fn processes_in_a_box_have_few_capabilities_no_new_privileges_and_a_seccomp_filter() {
     let d = Daemon::start();
     let mut c = d.client().await;
     up(&mut c, "iso-caps", busybox_spec()).await;
@@ -31,13 +40,24 @@ async fn processes_in_a_box_have_no_capabilities_no_new_privileges_and_a_seccomp
     for line in lines.lines() {
         let mut w = line.split_whitespace();
         let (pid, key, value) = (w.next().unwrap(), w.next().unwrap(), w.next().unwrap());
-        let want = match key {
-            "NoNewPrivs:" => "1",
-            "Seccomp:" => "2",
-            _ => "0000000000000000",
+        // bubblewrap's pid 1 and the box's init (pid 2) hold no capability
+        // (their bounding set keeps
+        // only what bubblewrap needed to set the box up, out of reach with
+        // no_new_privs); commands keep box root's few.
+        let want = match (pid, key) {
+            (_, "NoNewPrivs:") => "1",
+            (_, "Seccomp:") => "2",
+            (_, "CapAmb:") => "0000000000000000",
+            ("1" | "2", "CapBnd:") => BWRAP_BOUNDING,
+            ("1" | "2", _) => "0000000000000000",
+            _ => BOX_ROOT_CAPS,
         };
         assert_eq!(value, want, "process {pid}: {key} {value}\n{lines}");
     }
+    println!(
+        "box processes: {} checked; commands keep CapBnd {BOX_ROOT_CAPS}",
+        pids.len()
+    );
     // A TTY exec goes through the same path.
     let mut start = start_req(
         "iso-caps",
@@ -47,13 +67,13 @@ async fn processes_in_a_box_have_no_capabilities_no_new_privileges_and_a_seccomp
     let out = collect(ExecStream::start(&mut c, start).await.unwrap()).await;
     let text = out.stdout_str();
     assert!(
-        text.contains("CapEff:\t0000000000000000") && text.contains("Seccomp:\t2"),
+        text.contains(&format!("CapEff:\t{BOX_ROOT_CAPS}")) && text.contains("Seccomp:\t2"),
         "{text}"
     );
 
-    // Behaviour, not just bookkeeping: with capabilities, root in the box
-    // could rename its host (CAP_SYS_ADMIN over its uts namespace); without
-    // the filter, unshare(CLONE_NEWUSER) needs no capability at all.
+    // Behaviour, not just bookkeeping: with CAP_SYS_ADMIN, root in the box
+    // could rename its host (its uts namespace); without the filter,
+    // unshare(CLONE_NEWUSER) needs no capability at all.
     let out = run(&mut c, "iso-caps", &["hostname", "renamed"]).await;
     assert_ne!(out.exit.code, Some(0), "hostname succeeded: {out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("Operation not permitted"));
@@ -69,6 +89,377 @@ async fn processes_in_a_box_have_no_capabilities_no_new_privileges_and_a_seccomp
         .status()
         .unwrap();
     assert!(host.success(), "unshare -U works on this host");
+    // What box root may do, it does: give files away, only inside its box.
+    let owned = sh(
+        &mut c,
+        "iso-caps",
+        "touch /f && chown 1000:1000 /f && ls -n /f",
+    )
+    .await;
+    assert!(
+        owned.contains(" 1000 ") && owned.contains(" 1000 "),
+        "{owned}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn box_root_is_never_host_root() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let project = host_dir();
+    let mut spec = busybox_spec();
+    spec.mounts.push(v1::Mount {
+        host_path: project.path().to_string_lossy().into(),
+        guest_path: "/workspace".into(),
+        read_only: false,
+    });
+    up(&mut c, "iso-root", spec).await;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+
+    // The box's ids, as the host sees them: no line maps to host uid 0.
+    let map = sh(
+        &mut c,
+        "iso-root",
+        "cat /proc/self/uid_map /proc/self/gid_map",
+    )
+    .await;
+    for line in map.lines() {
+        let outside: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert_ne!(outside, 0, "box ids map to host root: {map}");
+    }
+    // A process of box root, seen from the host.
+    sh(&mut c, "iso-root", "sleep 31338 >/dev/null 2>&1 &").await;
+    let host_pid = find_host_process("31338").expect("the box's sleep, seen from the host");
+    let status = std::fs::read_to_string(format!("/proc/{host_pid}/status")).unwrap();
+    let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    println!(
+        "box root on the host: {uid_line} (boxd runs as uid {me}); map: {}",
+        map.replace('\n', "; ")
+    );
+    let host_uid: u32 = uid_line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert_ne!(host_uid, 0, "box root is host root: {uid_line}");
+    if me == 0 {
+        assert!(
+            host_uid > 65_535,
+            "box root is an unprivileged host id: {uid_line}"
+        );
+    } else {
+        assert_eq!(host_uid, me, "box root is boxd's own user: {uid_line}");
+    }
+
+    // Kernel settings: the write is refused (the same value is written
+    // back, so a regression changes nothing on the host), and /proc/sys is
+    // read-only in the box.
+    let out = run(
+        &mut c,
+        "iso-root",
+        &["sh", "-c", "v=$(cat /proc/sys/kernel/core_pattern); printf '%s\\n' \"$v\" > /proc/sys/kernel/core_pattern"],
+    )
+    .await;
+    println!(
+        "write core_pattern from the box: exit {:?}, {}",
+        out.exit.code,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    assert_ne!(out.exit.code, Some(0), "core_pattern was writable: {out:?}");
+    let mounts = sh(&mut c, "iso-root", "cat /proc/self/mounts").await;
+    for covered in ["/proc/sys ", "/proc/irq ", "/proc/bus "] {
+        let line = mounts.lines().find(|l| l.contains(&format!(" {covered}")));
+        if std::path::Path::new(covered.trim()).exists() {
+            let line = line.unwrap_or_else(|| panic!("{covered} is not covered:\n{mounts}"));
+            assert!(line.contains(" ro,"), "{line}");
+        }
+    }
+
+    // A host device node bound into the box: its owner is host root, so
+    // box root may not change it (the same mode is asked for).
+    let before = std::fs::metadata("/dev/null").unwrap();
+    let out = run(&mut c, "iso-root", &["chmod", "666", "/dev/null"]).await;
+    assert_ne!(out.exit.code, Some(0), "chmod of a host device: {out:?}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata("/dev/null").unwrap().permissions().mode(),
+        before.permissions().mode()
+    );
+
+    // A setuid file left in a writable mount belongs to the mount's owner
+    // on the host, never to root.
+    sh(
+        &mut c,
+        "iso-root",
+        "cp /bin/busybox /workspace/suid && chmod 4755 /workspace/suid",
+    )
+    .await;
+    use std::os::unix::fs::MetadataExt;
+    let made = std::fs::metadata(project.path().join("suid")).unwrap();
+    println!(
+        "setuid file made in /workspace: host owner {} mode {:o}",
+        made.uid(),
+        made.mode() & 0o7777
+    );
+    assert_ne!(made.uid(), 0, "a box made a setuid-root file on the host");
+    assert_eq!(made.uid(), std::fs::metadata(project.path()).unwrap().uid());
+
+    // Root's own files, mounted: box root cannot write them (as root) at
+    // all, unless others may.
+    if me == 0 {
+        let root_dir = tempfile::tempdir().unwrap();
+        let mut spec = busybox_spec();
+        spec.mounts.push(v1::Mount {
+            host_path: root_dir.path().to_string_lossy().into(),
+            guest_path: "/rootfiles".into(),
+            read_only: false,
+        });
+        let created = create(&mut c, "iso-root-files", spec).await;
+        assert!(
+            created
+                .warnings
+                .iter()
+                .any(|w| w.contains("belongs to root")),
+            "{:?}",
+            created.warnings
+        );
+        start(&mut c, "iso-root-files").await;
+        let out = run(&mut c, "iso-root-files", &["touch", "/rootfiles/x"]).await;
+        assert_ne!(
+            out.exit.code,
+            Some(0),
+            "wrote into root's directory: {out:?}"
+        );
+        assert!(!root_dir.path().join("x").exists());
+    }
+}
+
+/// A host pid whose command line contains `marker`.
+fn find_host_process(marker: &str) -> Option<u32> {
+    for _ in 0..100 {
+        for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(marker) {
+                return Some(pid);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemons_environment_and_descriptors_stay_out_of_boxes() {
+    let token = format!("tok-{}", std::process::id());
+    // boxd started by something holding a directory (a full escape, were it
+    // inherited: /proc/self/fd/7/..) and a pipe, with a token in its
+    // environment.
+    let d = Daemon::wrapped(
+        "exec 7</ 8</etc 9>/dev/null",
+        vec![("AGENT_HOST_TOKEN".into(), token.clone())],
+    );
+    let boxd_fds: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", d.pid()))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|p| p.display().to_string())
+        .collect();
+    println!("boxd's descriptors: {boxd_fds:?}");
+    assert!(
+        !boxd_fds.iter().any(|p| p == "/" || p == "/etc"),
+        "boxd kept what it inherited: {boxd_fds:?}"
+    );
+    let mut c = d.client().await;
+    let mut spec = busybox_spec();
+    spec.secrets.push(v1::Secret {
+        name: "API_KEY".into(),
+        hosts: vec!["example.com".into()],
+        value: format!("{token}-secret"),
+        ..Default::default()
+    });
+    spec.allow_net.push("example.com".into());
+    up(&mut c, "iso-env", spec).await;
+    sh(&mut c, "iso-env", "sleep 300 >/dev/null 2>&1 &").await;
+    // Every process's environment and descriptors, from inside.
+    let seen = sh(
+        &mut c,
+        "iso-env",
+        r#"for p in /proc/[0-9]*; do
+  [ -e $p/environ ] || continue
+  echo "pid ${p#/proc/} env: $(tr '\0' ' ' < $p/environ 2>/dev/null)"
+  for f in $p/fd/*; do
+    [ -e "$f" ] || continue
+    t=$(readlink "$f"); n=${f##*/}
+    if [ -d "$f" ]; then echo "pid ${p#/proc/} fd $n DIR $t"; else echo "pid ${p#/proc/} fd $n $t"; fi
+  done
+done"#,
+    )
+    .await;
+    println!("{seen}");
+    assert!(
+        !seen.contains(&token),
+        "the daemon's environment reached the box:\n{seen}"
+    );
+    for line in seen.lines().filter(|l| l.contains(" fd ")) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let fd: u32 = words[3].parse().unwrap();
+        assert!(!line.contains(" DIR "), "a directory descriptor: {line}");
+        // stdio, and bubblewrap's own event descriptor in its pid 1.
+        assert!(
+            fd <= 2 || (words[1] == "1" && line.contains("eventfd")) || line.contains("/proc/"),
+            "a descriptor beyond stdio: {line}"
+        );
+    }
+    // Control: the token is in boxd's own environment.
+    let env = std::fs::read(format!("/proc/{}/environ", d.pid())).unwrap();
+    assert!(String::from_utf8_lossy(&env).contains(&token));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_box_cannot_grow_boxds_memory_or_forge_its_log_lines() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    up(&mut c, "iso-log", busybox_spec()).await;
+    let rss = |pid: u32| -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let before = rss(d.pid());
+    // 256 MiB and a forged log line into every descriptor a box process
+    // might share with boxd (pid 1's stderr is a pipe to boxd).
+    let out = run(
+        &mut c,
+        "iso-log",
+        &[
+            "sh",
+            "-c",
+            "for f in /proc/1/fd/2 /proc/1/fd/1; do                (printf '\n2026-01-01T00:00:00Z ERROR boxd: FORGED line\n'; head -c 268435456 /dev/zero) > $f && echo wrote $f;              done; true",
+        ],
+    )
+    .await;
+    println!("flood from the box: {}", out.stdout_str().trim());
+    let after = rss(d.pid());
+    println!("boxd RSS: {before} KiB before, {after} KiB after");
+    assert!(
+        after < before + 64 * 1024,
+        "boxd grew by {} KiB",
+        after - before
+    );
+    // The box's end lands in the log as one escaped line, never a line of
+    // its own.
+    let _ = c
+        .stop_box(v1::StopBoxRequest {
+            name: "iso-log".into(),
+            force: true,
+        })
+        .await;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let log = std::fs::read_to_string(d.home.join("logs/boxd.log")).unwrap_or_default();
+    for line in log.lines() {
+        assert!(
+            !line
+                .trim_start()
+                .starts_with("2026-01-01T00:00:00Z ERROR boxd: FORGED"),
+            "a forged log line: {line}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sockets_of_other_families_are_refused() {
+    let probes = probes();
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let mut spec = busybox_spec();
+    spec.mounts.push(v1::Mount {
+        host_path: probes.to_string_lossy().into(),
+        guest_path: "/probes".into(),
+        read_only: true,
+    });
+    up(&mut c, "iso-sock", spec).await;
+    // (family, type): unix, inet, inet6, netlink allowed; vsock, packet,
+    // alg (the kernel's crypto API) refused with EPERM.
+    let cases = [
+        (1, 1, true),
+        (2, 2, true),
+        (10, 1, true),
+        (16, 3, true),
+        (40, 1, false),
+        (17, 3, false),
+        (38, 5, false),
+    ];
+    for (family, kind, allowed) in cases {
+        let out = run(
+            &mut c,
+            "iso-sock",
+            &["/probes/sockprobe", &family.to_string(), &kind.to_string()],
+        )
+        .await;
+        let said = out.stdout_str();
+        println!("socket({family}, {kind}) in a box: {}", said.trim());
+        if allowed {
+            assert_eq!(said.trim(), "ok", "family {family}");
+        } else {
+            assert_eq!(
+                said.trim(),
+                "errno 1",
+                "family {family} must be refused (EPERM)"
+            );
+        }
+    }
+    // Control: the kernel's crypto sockets work on this host.
+    let host = std::process::Command::new(probes.join("sockprobe"))
+        .args(["38", "5"])
+        .output()
+        .unwrap();
+    println!(
+        "socket(AF_ALG) on the host: {}",
+        String::from_utf8_lossy(&host.stdout).trim()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_symlink_planted_in_a_mount_cannot_redirect_another_mount() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let project = host_dir();
+    std::fs::create_dir(project.path().join("cache")).unwrap();
+    give_to_host_user(&project.path().join("cache"));
+    let mut spec = busybox_spec();
+    for (host, guest) in [
+        (project.path().to_path_buf(), "/w"),
+        (project.path().join("cache"), "/cache"),
+    ] {
+        spec.mounts.push(v1::Mount {
+            host_path: host.to_string_lossy().into(),
+            guest_path: guest.into(),
+            read_only: false,
+        });
+    }
+    up(&mut c, "iso-swap", spec).await;
+    // The box turns the second mount's source into a link to the host's /etc.
+    sh(&mut c, "iso-swap", "rmdir /w/cache && ln -s /etc /w/cache").await;
+    let _ = c
+        .stop_box(v1::StopBoxRequest {
+            name: "iso-swap".into(),
+            force: true,
+        })
+        .await
+        .unwrap();
+    let err = c
+        .start_box(v1::StartBoxRequest {
+            name: "iso-swap".into(),
+        })
+        .await
+        .unwrap_err();
+    println!(
+        "restart after the swap: {:?}: {}",
+        err.code(),
+        err.message()
+    );
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("symbolic link"), "{err:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -5,13 +5,14 @@
 //! every box start, with an empty environment and no descriptors but its
 //! channel (fd 3) and those bubblewrap needs. It
 //!
-//! 1. opens every host mount source (`O_PATH`, no symlink on the way:
-//!    sources are stored resolved at create, so a symlink a box planted
-//!    in a writable mount since cannot redirect a mount);
-//! 2. in a mount namespace of its own, mounts the box's root on the
-//!    stage directory [`STAGE`]: an overlay of the image (shared, read-only)
-//!    and the box's upper directory, or the box's own copy; then binds the
-//!    mounts onto their guest paths, resolved inside that root;
+//! 1. in a mount namespace of its own, opens every host mount source
+//!    (`O_PATH`, no symlink on the way: sources are stored resolved at
+//!    create, so a symlink a box planted in a writable mount since cannot
+//!    redirect a mount);
+//! 2. mounts the box's root on the stage directory [`STAGE`]: an overlay
+//!    of the image (shared, read-only) and the box's upper directory, or
+//!    the box's own copy; then binds the mounts onto their guest paths,
+//!    resolved inside that root;
 //! 3. joins a new user namespace that the daemon maps ([`super::userns`]);
 //! 4. executes bubblewrap, which binds the stage as `/` and does the rest
 //!    (pid, ipc, uts and network namespaces, `/proc`, `/dev`, seccomp,
@@ -114,21 +115,23 @@ pub fn helper_main(args: Vec<OsString>) -> ! {
 }
 
 fn boot(plan: &Plan, channel: &mut UnixStream) -> Result<std::convert::Infallible, String> {
-    let sources = plan
-        .mounts
-        .iter()
-        .map(|m| open_source(&m.host_path))
-        .collect::<Result<Vec<_>, _>>()?;
+    // Sources are opened in the new mount namespace (a mount of another
+    // namespace cannot be bound) and before the root covers the stage.
+    let sources = || {
+        plan.mounts
+            .iter()
+            .map(|m| open_source(&m.host_path))
+            .collect::<Result<Vec<_>, _>>()
+    };
     if plan.privileged {
         private_mounts()?;
-        assemble(plan, &sources, channel)?;
+        assemble(plan, &sources()?, channel)?;
         super::userns::enter(channel, plan.range)?;
     } else {
         super::userns::enter(channel, plan.range)?;
         private_mounts()?;
-        assemble(plan, &sources, channel)?;
+        assemble(plan, &sources()?, channel)?;
     }
-    drop(sources);
     if plan.probe {
         std::process::exit(0);
     }
@@ -141,6 +144,14 @@ fn boot(plan: &Plan, channel: &mut UnixStream) -> Result<std::convert::Infallibl
         unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &lim) };
     }
     nix::unistd::chdir("/").map_err(|e| format!("chdir /: {e}"))?;
+    // bubblewrap needs these to set the box up, and drops them all (but
+    // from the bounding set) for the box's processes: keep no more.
+    for cap in 0..64u32 {
+        if BWRAP_CAPS & (1 << cap) == 0 {
+            // SAFETY: prctl with integer arguments.
+            unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+        }
+    }
     let mut argv = vec![plan.bwrap.as_os_str().as_bytes().to_vec()];
     argv.extend(plan.bwrap_args.iter().map(|a| a.as_bytes().to_vec()));
     let argv: Vec<CString> = argv
@@ -439,6 +450,10 @@ struct MountAttr {
     propagation: u64,
     userns_fd: u64,
 }
+
+/// bubblewrap's required capabilities: sys_admin, sys_chroot, net_admin,
+/// setuid, setgid, sys_ptrace (its `REQUIRED_CAPS`).
+pub const BWRAP_CAPS: u64 = 1 << 21 | 1 << 18 | 1 << 12 | 1 << 7 | 1 << 6 | 1 << 19;
 
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
 const RESOLVE_NO_SYMLINKS: u64 = 0x04;
