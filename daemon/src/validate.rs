@@ -245,9 +245,10 @@ pub fn guest_path(what: &str, path: &str) -> Result<String> {
 }
 
 /// A bind mount's host side: absolute, existing, canonicalized (so a
-/// symlink is judged by where it leads), and neither inside nor a parent of
-/// any `protected` path: boxd's state directory (other boxes' files) and
-/// its socket's directory (a box that reached the socket could drive boxd).
+/// symlink is judged by where it leads), not in the host's `/proc`, `/sys`
+/// or `/dev`, and neither inside nor a parent of any `protected` path:
+/// boxd's state directory (other boxes' files) and its socket's directory
+/// (a box that reached the socket could drive boxd).
 pub fn host_path(path: &str, protected: &[(&str, &Path)]) -> Result<PathBuf> {
     let p = Path::new(path);
     if !p.is_absolute() || path.contains('\0') {
@@ -256,9 +257,26 @@ pub fn host_path(path: &str, protected: &[(&str, &Path)]) -> Result<PathBuf> {
             truncate(path)
         )));
     }
+    // The host's kernel interfaces and devices: a box has its own /proc
+    // and /dev, and the host's are not for it to reach (judged as given,
+    // and where it leads).
+    let kernel = |p: &Path| -> Result<()> {
+        match ["/proc", "/sys", "/dev"]
+            .into_iter()
+            .find(|k| p.starts_with(k))
+        {
+            Some(k) => Err(Error::InvalidArgument(format!(
+                "mount host path {} is in the host's {k}, which no box may mount",
+                p.display()
+            ))),
+            None => Ok(()),
+        }
+    };
+    kernel(p)?;
     let canon = p
         .canonicalize()
         .map_err(|e| Error::InvalidArgument(format!("mount host path {path:?}: {e}")))?;
+    kernel(&canon)?;
     for (what, dir) in protected {
         let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
         if canon.starts_with(&dir) || dir.starts_with(&canon) {
@@ -422,6 +440,23 @@ mod tests {
         assert!(check(&link).is_err());
         assert!(host_path("/definitely/not/here", &protected).is_err());
         assert!(host_path("rel/path", &protected).is_err());
+        // The host's kernel interfaces and devices, also through a link.
+        for kernel in [
+            "/proc",
+            "/proc/self",
+            "/sys",
+            "/sys/kernel",
+            "/dev",
+            "/dev/shm",
+        ] {
+            if Path::new(kernel).exists() {
+                let err = host_path(kernel, &protected).unwrap_err().to_string();
+                assert!(err.contains("no box may mount"), "{kernel}: {err}");
+            }
+        }
+        let link = other.path().join("to-proc");
+        std::os::unix::fs::symlink("/proc/1", &link).unwrap();
+        assert!(check(&link).is_err());
     }
 
     #[test]
