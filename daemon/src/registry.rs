@@ -435,7 +435,7 @@ impl Registry {
     /// init killed from outside): such a box is `failed`, with the reason,
     /// and can be started again.
     pub fn watch_ended(self: &Arc<Self>) {
-        let Some(mut ended) = self.engine.ended() else {
+        let Some(mut ended) = self.engine.reports() else {
             return;
         };
         let registry = Arc::downgrade(self);
@@ -449,18 +449,23 @@ impl Registry {
         });
     }
 
-    async fn box_ended(&self, ended: crate::engine::Ended) {
+    async fn box_ended(&self, report: crate::engine::Report) {
         // The name finds the slot; the id makes sure it is still that box
         // (not one removed and created again under the same name).
-        let Ok(slot) = self.slot(&ended.name) else {
+        let Ok(slot) = self.slot(&report.name) else {
             return;
         };
         let mut guard = slot.lock().await;
-        if guard.id != ended.id || guard.state != State::Running {
+        if guard.id != report.id || guard.state != State::Running {
+            return;
+        }
+        if !report.ended {
+            // The box runs on: an event says what happened.
+            self.emit(&guard, 0, &report.message);
             return;
         }
         guard.state = State::Failed;
-        guard.error = format!("the box ended on its own: {}", ended.reason);
+        guard.error = format!("the box ended on its own: {}", report.message);
         if let Err(e) = persist(&guard) {
             tracing::warn!(box_name = %guard.name, error = %e, "could not record that the box ended");
         }

@@ -193,13 +193,16 @@ pub struct ExitStatus {
     pub error: Option<String>,
 }
 
-/// A box that ended without being asked to (its init killed from outside,
-/// its VM gone).
+/// Something that happened to a box on its own: it ended without being
+/// asked to (its init killed from outside, its VM gone), or, while it runs
+/// on, the kernel killed a process of it for memory.
 #[derive(Debug, Clone)]
-pub struct Ended {
+pub struct Report {
     pub id: String,
     pub name: String,
-    pub reason: String,
+    pub message: String,
+    /// Whether the box ended (the registry marks it failed).
+    pub ended: bool,
 }
 
 /// Signals and resizes for a running process. Shared between the tasks of
@@ -285,9 +288,9 @@ pub trait Engine: Send + Sync + 'static {
     /// Stops every box the engine runs, before the daemon exits.
     async fn shutdown(&self);
 
-    /// Reports of boxes that ended on their own, for the registry to
-    /// record. Taken once; `None` from an engine that cannot tell.
-    fn ended(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Ended>> {
+    /// What happened to boxes on their own, for the registry to record
+    /// and announce. Taken once; `None` from an engine that cannot tell.
+    fn reports(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Report>> {
         None
     }
 }

@@ -287,6 +287,8 @@ const STEP_BOUNDING: i32 = 10_001;
 const STEP_NO_NEW_PRIVS: i32 = 10_002;
 const STEP_SECCOMP: i32 = 10_003;
 const STEP_CAPSET: i32 = 10_004;
+/// Joining the box's cgroups (done by the exec helper's child).
+pub const STEP_CGROUP: i32 = 10_005;
 
 /// What a step number from [`confine`] means; `None` for anything
 /// else (an errno).
@@ -296,6 +298,7 @@ pub fn step_message(step: i32) -> Option<&'static str> {
         STEP_NO_NEW_PRIVS => "setting no_new_privs",
         STEP_SECCOMP => "installing the seccomp filter",
         STEP_CAPSET => "clearing the capability sets",
+        STEP_CGROUP => "joining the box's cgroups",
         _ => return None,
     })
 }

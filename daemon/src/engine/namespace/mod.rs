@@ -20,6 +20,7 @@
 //!   start and daemon restarts until the box is removed.
 
 pub mod boot;
+pub mod cgroup;
 mod confine;
 pub mod egress;
 mod finish;
@@ -39,7 +40,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::{
-    Created, Ended, Engine, EngineBox, EngineInfo, ExecSpec, Images, InUse, Isolation, Process,
+    Created, Engine, EngineBox, EngineInfo, ExecSpec, Images, InUse, Isolation, Process, Report,
 };
 use crate::error::{Error, Result};
 use crate::image::local::LocalImages;
@@ -75,15 +76,19 @@ pub struct NamespaceEngine {
     privileged: bool,
     /// `None`: boxes are overlays; `Some(why)`: full copies, and why.
     copies: Option<String>,
+    /// Where boxes' cgroups go, if anywhere.
+    cgroups: cgroup::Cgroups,
     running: Arc<Mutex<HashMap<String, Running>>>,
-    ended_tx: tokio::sync::mpsc::UnboundedSender<Ended>,
-    ended_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Ended>>>,
+    ended_tx: tokio::sync::mpsc::UnboundedSender<Report>,
+    ended_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Report>>>,
 }
 
 /// A started box, the image defaults its execs use, and its egress proxy.
 struct Running {
     sandbox: Sandbox,
     config: Arc<ImageConfig>,
+    cgroup: Arc<cgroup::BoxCgroup>,
+    limits: cgroup::Limits,
     /// Stops the box's egress proxy (when it has one) once the box is
     /// forgotten, however that happens: held, never read.
     _proxy: Option<tokio_util::sync::DropGuard>,
@@ -93,6 +98,8 @@ struct Running {
 struct Target {
     join: nsexec::Target,
     config: Arc<ImageConfig>,
+    cgroup: Arc<cgroup::BoxCgroup>,
+    limits: cgroup::Limits,
     /// The box's pid 1, and how to tell that it ended.
     pid1: i32,
     ended: tokio::sync::watch::Receiver<Option<String>>,
@@ -144,6 +151,13 @@ impl NamespaceEngine {
             tracing::warn!(%why, "overlays cannot be mounted here; every box gets a full copy of its image");
         }
         let ownership = ownership(&ids, privileged);
+        let cgroups = cgroup::Cgroups::detect();
+        match &cgroups {
+            cgroup::Cgroups::None(why) => {
+                tracing::warn!(%why, "no cgroups: box memory and cpu limits are not enforced")
+            }
+            other => tracing::debug!(cgroups = %other.describe(), "cgroups"),
+        }
         let info = EngineInfo {
             name: "namespace",
             version,
@@ -174,7 +188,8 @@ impl NamespaceEngine {
                 },
                 "allow-net is enforced: a box has no route out; an HTTP(S) proxy run by boxd reaches only the listed hosts (names, *.wildcards, IP addresses, CIDRs); an empty list means no network at all".into(),
                 "secrets stay in boxd: the box holds a placeholder, which the proxy replaces in plain-HTTP requests to the secret's hosts (not inside HTTPS, which it does not decrypt)".into(),
-                "cpus, memory and disk size are recorded but not enforced".into(),
+                format!("limits: {}; every box may run at most {DEFAULT_PIDS} processes", cgroups.describe()),
+                "disk size is recorded but not enforced: a box's writes go to boxd's home until its disk is full".into(),
             ],
             network_filtering: true,
             create_warning: None,
@@ -188,6 +203,7 @@ impl NamespaceEngine {
             ids,
             privileged,
             copies,
+            cgroups,
             running: Arc::default(),
             ended_tx,
             ended_rx: Mutex::new(Some(ended_rx)),
@@ -210,8 +226,16 @@ impl NamespaceEngine {
             .get(id)
             .ok_or_else(|| Error::FailedPrecondition("the box is not running".into()))?;
         Ok(Target {
-            join: nsexec::Target { pid: r.sandbox.pid },
+            join: nsexec::Target {
+                pid: r.sandbox.pid,
+                cgroups: r.cgroup.procs_files(),
+                nproc: (!self.cgroups.enforces("pids"))
+                    .then_some(r.limits.pids)
+                    .flatten(),
+            },
             config: r.config.clone(),
+            cgroup: r.cgroup.clone(),
+            limits: r.limits,
             pid1: r.sandbox.pid1,
             ended: r.sandbox.ended(),
         })
@@ -240,7 +264,12 @@ impl NamespaceEngine {
             };
             if gone.is_some() {
                 tracing::warn!(box_id = %id, %reason, "box ended");
-                let _ = report.send(Ended { id, name, reason });
+                let _ = report.send(Report {
+                    id,
+                    name,
+                    message: reason,
+                    ended: true,
+                });
             }
         });
     }
@@ -369,8 +398,19 @@ impl Engine for NamespaceEngine {
 
         let spec = &record.spec;
         let mut warnings = Vec::new();
-        if spec.cpus.is_some() || spec.memory_mib.is_some() || spec.disk_size_gb.is_some() {
-            warnings.push("the namespace engine does not enforce cpus, memory or disk size".into());
+        let unenforced: Vec<&str> = [
+            (spec.cpus.is_some() && !self.cgroups.enforces("cpu")).then_some("cpus"),
+            (spec.memory_mib.is_some() && !self.cgroups.enforces("memory")).then_some("memory"),
+            spec.disk_size_gb.is_some().then_some("disk size"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !unenforced.is_empty() {
+            warnings.push(format!(
+                "not enforced on this host: {} (boxctl doctor says why)",
+                unenforced.join(", ")
+            ));
         }
         if !spec.secrets.is_empty() {
             warnings.push(
@@ -426,8 +466,23 @@ impl Engine for NamespaceEngine {
             nproc: None,
             probe: false,
         };
+        let limits = box_limits(&record.spec);
+        let cgroup = Arc::new(self.cgroups.create(&record.id, &limits)?);
+        let plan = Plan {
+            nproc: (!self.cgroups.enforces("pids"))
+                .then_some(limits.pids)
+                .flatten(),
+            ..plan
+        };
         let mut warnings = Vec::new();
-        let sandbox = Sandbox::start(&plan, &self.ids, &record.name, &mut warnings).await?;
+        let sandbox =
+            match Sandbox::start(&plan, &self.ids, &cgroup, &record.name, &mut warnings).await {
+                Ok(s) => s,
+                Err(e) => {
+                    cgroup.remove();
+                    return Err(e);
+                }
+            };
         for w in warnings {
             tracing::warn!(box_name = %record.name, "{w}");
         }
@@ -442,12 +497,16 @@ impl Engine for NamespaceEngine {
             Ok(p) => p,
             Err(e) => {
                 sandbox.stop(true).await;
+                cgroup.remove();
                 return Err(e);
             }
         };
+        self.watch_memory(record, &cgroup, &limits, sandbox.ended());
         let running = Running {
             sandbox,
             config: Arc::new(config),
+            cgroup,
+            limits,
             _proxy: proxy,
         };
         self.running
@@ -466,6 +525,7 @@ impl Engine for NamespaceEngine {
             .remove(&record.id);
         if let Some(r) = sb {
             r.sandbox.stop(force).await;
+            r.cgroup.remove();
         }
         Ok(())
     }
@@ -492,9 +552,12 @@ impl Engine for NamespaceEngine {
         let Target {
             join,
             config,
+            cgroup,
+            limits,
             pid1,
             ended,
         } = self.target(&record.id)?;
+        let ooms_before = cgroup.oom_kills();
         let mut env = config.env.clone();
         for (k, v) in egress::exec_env(&record.spec).into_iter().chain(spec.env) {
             env.retain(|(key, _)| *key != k);
@@ -523,26 +586,94 @@ impl Engine for NamespaceEngine {
             if status.signal.is_some() && status.error.is_none() {
                 status.error = box_ended(pid1, ended).await;
             }
+            if status.signal == Some(libc::SIGKILL)
+                && status.error.is_none()
+                && cgroup.oom_kills() > ooms_before
+            {
+                status.error = Some(out_of_memory(&limits));
+            }
             status
         });
         Ok(process)
     }
 
-    fn ended(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Ended>> {
+    fn reports(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Report>> {
         self.ended_rx.lock().expect("ended receiver").take()
     }
 
     async fn shutdown(&self) {
-        let all: Vec<Sandbox> = self
+        let all: Vec<Running> = self
             .running
             .lock()
             .expect("sandbox table")
             .drain()
-            .map(|(_, r)| r.sandbox)
+            .map(|(_, r)| r)
             .collect();
-        for sb in all {
-            sb.stop(true).await;
+        for r in all {
+            r.sandbox.stop(true).await;
+            r.cgroup.remove();
         }
+    }
+}
+
+/// Every box may run at most this many processes (a fork bomb stops there).
+pub const DEFAULT_PIDS: u64 = 4096;
+
+/// What a box may use: its spec's memory and cpus, and [`DEFAULT_PIDS`].
+fn box_limits(spec: &crate::registry::BoxSpec) -> cgroup::Limits {
+    cgroup::Limits {
+        pids: Some(DEFAULT_PIDS),
+        memory_bytes: spec.memory_mib.map(|m| u64::from(m) << 20),
+        cpus: spec.cpus.map(f64::from),
+    }
+}
+
+/// Why the kernel killed a process of a box with `limits`.
+fn out_of_memory(limits: &cgroup::Limits) -> String {
+    match limits.memory_bytes {
+        Some(b) => format!(
+            "killed: the box ran out of memory (its limit is {} MiB)",
+            b >> 20
+        ),
+        None => "killed: the box ran out of memory".into(),
+    }
+}
+
+impl NamespaceEngine {
+    /// Reports each kill of a box's process for memory, while the box runs
+    /// (a box event, its reason included).
+    fn watch_memory(
+        &self,
+        record: &BoxRecord,
+        cgroup: &Arc<cgroup::BoxCgroup>,
+        limits: &cgroup::Limits,
+        mut ended: tokio::sync::watch::Receiver<Option<String>>,
+    ) {
+        if limits.memory_bytes.is_none() || !self.cgroups.enforces("memory") {
+            return;
+        }
+        let (id, name) = (record.id.clone(), record.name.clone());
+        let (cgroup, limits, report) = (cgroup.clone(), *limits, self.ended_tx.clone());
+        tokio::spawn(async move {
+            let mut seen = cgroup.oom_kills();
+            loop {
+                tokio::select! {
+                    _ = ended.wait_for(Option::is_some) => return,
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+                }
+                let now = cgroup.oom_kills();
+                if now > seen {
+                    seen = now;
+                    tracing::warn!(box_name = %name, "a process of the box was killed for memory");
+                    let _ = report.send(Report {
+                        id: id.clone(),
+                        name: name.clone(),
+                        message: format!("a process of the box was {}", out_of_memory(&limits)),
+                        ended: false,
+                    });
+                }
+            }
+        });
     }
 }
 

@@ -34,11 +34,17 @@ use crate::error::{Error, Result};
 /// The argument that selects helper mode in `main`.
 pub const HELPER_ARG: &str = "__nsexec";
 const STATUS_FD: i32 = super::helper::CHANNEL_FD;
+/// The `oom_score_adj` of every command in a box.
+const OOM_SCORE_ADJ: &[u8] = b"500";
 
 /// The box to join.
 pub struct Target {
-    /// Host pid of a process in the box (its pid 1).
+    /// Host pid of a process in the box (its init).
     pub pid: i32,
+    /// The box's `cgroup.procs` files, joined before anything else.
+    pub cgroups: Vec<std::path::PathBuf>,
+    /// `RLIMIT_NPROC` for the command, where no cgroup limits processes.
+    pub nproc: Option<u64>,
 }
 
 struct Control {
@@ -95,9 +101,20 @@ pub async fn spawn(
     use std::process::Stdio;
     let mut helper = super::helper::Helper::new(HELPER_ARG)?;
     let cmd = &mut helper.cmd;
+    let cgroups: Vec<String> = target
+        .cgroups
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
     cmd.arg(target.pid.to_string())
         .arg(working_dir)
         .arg(if tty.is_some() { "1" } else { "0" })
+        .arg(if cgroups.is_empty() {
+            "-".to_owned()
+        } else {
+            cgroups.join("\n")
+        })
+        .arg(target.nproc.map_or("-".to_owned(), |n| n.to_string()))
         .arg("--")
         .arg(command)
         .args(args)
@@ -254,7 +271,7 @@ fn parse_status(line: &str) -> ExitStatus {
 // ---------------------------------------------------------------------------
 // The helper itself. Runs before anything else in `main`, single-threaded.
 
-/// `boxd __nsexec PID WORKDIR TTY -- COMMAND ARGS...`
+/// `boxd __nsexec PID WORKDIR TTY CGROUP-PROCS|- NPROC|- -- COMMAND ARGS...`
 pub fn helper_main(args: Vec<OsString>) -> ! {
     // SAFETY: fd 3 was set up by the daemon for us.
     let mut status = unsafe { std::fs::File::from_raw_fd(STATUS_FD) };
@@ -279,14 +296,36 @@ fn run_helper(
     let pid: i32 = word(0)?.parse().map_err(|_| bad())?;
     let working_dir = word(1)?.to_owned();
     let tty = word(2)? == "1";
-    if word(3)? != "--" || args.len() < 5 {
+    let cgroups = word(3)?;
+    let nproc: Option<u64> = match word(4)? {
+        "-" => None,
+        n => Some(n.parse().map_err(|_| bad())?),
+    };
+    if word(5)? != "--" || args.len() < 7 {
         return Err(bad());
     }
-    let argv: Vec<CString> = args[4..]
+    let argv: Vec<CString> = args[6..]
         .iter()
         .map(|a| CString::new(a.as_bytes()).map_err(|_| bad()))
         .collect::<std::result::Result<_, _>>()?;
 
+    // The box's cgroups are opened while the helper still has the
+    // daemon's rights on them; the command joins them (the kernel checks
+    // the opener's rights) before it executes, so it and its children count
+    // against the box's limits and the helper, which must report its exit,
+    // never does.
+    let cgroup_files: Vec<std::fs::File> = match cgroups {
+        "-" => Vec::new(),
+        list => list
+            .split('\n')
+            .map(|procs| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(procs)
+                    .map_err(|e| (126, format!("opening the box's cgroup {procs}: {e}")))
+            })
+            .collect::<std::result::Result<_, _>>()?,
+    };
     enter_box(pid, &working_dir)?;
     // Compiled (allocated) before the fork: the child may only make raw
     // system calls.
@@ -307,6 +346,34 @@ fn run_helper(
                 }
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 libc::close(STATUS_FD);
+                for f in &cgroup_files {
+                    if libc::write(f.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
+                        let failed = super::confine::STEP_CGROUP;
+                        let _ = nix::unistd::write(&err_w, &failed.to_ne_bytes());
+                        libc::_exit(127);
+                    }
+                }
+                // Under memory pressure the kernel kills the box's commands
+                // before its pid 1 and init (which would end the box) and
+                // before the host's processes.
+                // (Its /proc files are its own again only once dumpable:
+                // becoming box root cleared that, as any uid change does.)
+                libc::prctl(libc::PR_SET_DUMPABLE, 1);
+                let adj = libc::open(
+                    c"/proc/self/oom_score_adj".as_ptr(),
+                    libc::O_WRONLY | libc::O_CLOEXEC,
+                );
+                if adj >= 0 {
+                    libc::write(adj, OOM_SCORE_ADJ.as_ptr().cast(), OOM_SCORE_ADJ.len());
+                    libc::close(adj);
+                }
+                if let Some(n) = nproc {
+                    let lim = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    libc::setrlimit(libc::RLIMIT_NPROC, &lim);
+                }
             }
             // Joining the box's user namespace gave this process every
             // capability in it: keep only box root's few before the
@@ -338,7 +405,7 @@ fn run_helper(
                 } else {
                     126
                 };
-                let cmd = args[4].to_string_lossy();
+                let cmd = args[6].to_string_lossy();
                 return Err((code, format!("cannot run {cmd:?}: {}", errno.desc())));
             }
             let _ = writeln!(status, "pid {child}");

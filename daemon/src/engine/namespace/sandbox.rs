@@ -8,6 +8,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt};
 use tokio::process::Child;
 
 use super::boot::{self, Plan};
+use super::cgroup::BoxCgroup;
 use super::helper::Helper;
 use super::idmap::IdMap;
 use super::options::{INFO_FD, INIT_FD, SECCOMP_FDS};
@@ -113,6 +114,7 @@ async fn boot(
     helper: Helper,
     pid_of: impl FnOnce(&Child) -> i32,
     ids: &IdMap,
+    cgroup: Option<&BoxCgroup>,
     warnings: &mut Vec<String>,
 ) -> std::result::Result<Child, (Option<Child>, BootError)> {
     let (child, ours) = helper
@@ -126,7 +128,10 @@ async fn boot(
             .map_err(|e| BootError::Other(Error::io("helper channel", e)))?
             .into_split();
         let mut lines = tokio::io::BufReader::new(read.take(MAX_CHANNEL)).lines();
-        userns::map_helper(&mut lines, &mut write, pid, ids)
+        // The helper joins the box's cgroups before its namespace exists:
+        // bubblewrap and everything in the box start inside.
+        let join = |pid| cgroup.map_or(Ok(()), |cg| cg.attach(pid));
+        userns::map_helper(&mut lines, &mut write, pid, ids, join)
             .await
             .map_err(|e| match e.to_string() {
                 why if why.starts_with("overlay ") => BootError::Overlay(why[8..].to_owned()),
@@ -192,7 +197,7 @@ pub async fn probe(
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true);
     let pid_of = |c: &Child| c.id().unwrap_or(0) as i32;
-    match boot(helper, pid_of, ids, &mut Vec::new()).await {
+    match boot(helper, pid_of, ids, None, &mut Vec::new()).await {
         Ok(mut child) => match child.wait().await {
             Ok(s) if s.success() => Ok(()),
             other => Err(ProbeError::Map(format!("the boot helper ended: {other:?}"))),
@@ -211,6 +216,7 @@ impl Sandbox {
     pub async fn start(
         plan: &Plan,
         idmap: &IdMap,
+        cgroup: &BoxCgroup,
         box_name: &str,
         warnings: &mut Vec<String>,
     ) -> Result<Sandbox> {
@@ -238,7 +244,7 @@ impl Sandbox {
             .kill_on_drop(true);
         let mut stderr = None;
         let pid_of = |c: &Child| c.id().unwrap_or(0) as i32;
-        let booted = boot(helper, pid_of, idmap, warnings).await;
+        let booted = boot(helper, pid_of, idmap, Some(cgroup), warnings).await;
         drop((info_w, seccomp));
         let mut child = match booted {
             Ok(child) => child,

@@ -79,6 +79,7 @@ pub async fn map_helper<R: tokio::io::AsyncBufRead + Unpin>(
     writer: &mut tokio::net::unix::OwnedWriteHalf,
     pid: i32,
     idmap: &IdMap,
+    before: impl FnOnce(i32) -> Result<()>,
 ) -> Result<()> {
     let first = lines.next_line().await.ok().flatten().unwrap_or_default();
     if first != "map" {
@@ -88,6 +89,7 @@ pub async fn map_helper<R: tokio::io::AsyncBufRead + Unpin>(
             .unwrap_or_else(|| "the helper ended before its user namespace existed".into());
         return Err(Error::Engine(why));
     }
+    before(pid)?;
     idmap.apply(pid)?;
     writer
         .write_all(b"go\n")
@@ -119,7 +121,7 @@ pub async fn run_as_box_root(idmap: &IdMap, argv: &[OsString]) -> Result<Vec<u8>
         .map_err(|e| Error::io("helper channel", e))?
         .into_split();
     let mut lines = tokio::io::BufReader::new(read).lines();
-    let mapped = map_helper(&mut lines, &mut write, pid, idmap).await;
+    let mapped = map_helper(&mut lines, &mut write, pid, idmap, |_| Ok(())).await;
     let out = child
         .wait_with_output()
         .await
