@@ -586,3 +586,97 @@ async fn a_box_with_an_empty_allow_list_has_no_network() {
     let dns = run(&mut c, "iso-net", &["nslookup", "example.com", "1.1.1.1"]).await;
     assert_ne!(dns.exit.code, Some(0), "{dns:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_box_cannot_exhaust_processes_or_memory() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let notes = c
+        .describe(v1::DescribeRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .notes
+        .join("\n");
+    let limits = notes
+        .lines()
+        .find(|l| l.starts_with("limits:"))
+        .unwrap_or("");
+    println!("{limits}");
+    up(&mut c, "iso-pids", busybox_spec()).await;
+    let mut spec = busybox_spec();
+    spec.memory_mib = Some(128);
+    up(&mut c, "iso-lim", spec).await;
+    let mut events = c
+        .watch_boxes(v1::WatchBoxesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+
+    // A fork bomb: background sleeps until fork fails (which ends the
+    // shell), counted with shell builtins only.
+    let out = run(
+        &mut c,
+        "iso-pids",
+        &[
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 20000 ]; do sleep 15 & i=$((i+1)); echo $i > /tmp/started; done",
+        ],
+    )
+    .await;
+    println!("fork bomb ended: {:?}", out.exit);
+    // The box, its init included, is still there, and works again once
+    // the sleeps are over.
+    let begin = std::time::Instant::now();
+    let started: u64 = loop {
+        let out = run(&mut c, "iso-pids", &["cat", "/tmp/started"]).await;
+        if out.exit.code == Some(0) {
+            break out.stdout_str().trim().parse().unwrap();
+        }
+        assert!(
+            begin.elapsed().as_secs() < 60,
+            "the box never recovered: {out:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    println!(
+        "fork bomb: {started} processes started before the box's limit; the box answered again after {:.1} s",
+        begin.elapsed().as_secs_f64()
+    );
+    assert!(started > 100, "the box could run processes at all");
+    assert!(started < 4096, "the process limit held: {started}");
+
+    // 300 MB held in memory by one process, in a box of 128 MiB.
+    let out = run(
+        &mut c,
+        "iso-lim",
+        &[
+            "sh",
+            "-c",
+            "head -c 300000000 /dev/zero | tail -c 299000000 >/dev/null",
+        ],
+    )
+    .await;
+    println!("300 MB in a 128 MiB box: {:?}", out.exit);
+    if limits.contains("memory") {
+        assert_eq!(out.exit.signal, None, "the shell itself survives");
+        assert_ne!(out.exit.code, Some(0), "the hog was killed: {out:?}");
+        // The kill is a box event with its reason.
+        let reason = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while let Some(e) = events.message().await.unwrap() {
+                if e.name == "iso-lim" && e.message.contains("out of memory") {
+                    return e.message;
+                }
+            }
+            String::new()
+        })
+        .await
+        .expect("an out-of-memory event within 10 s");
+        println!("event: {reason}");
+        assert!(reason.contains("128 MiB"), "{reason}");
+        assert_eq!(sh(&mut c, "iso-lim", "echo alive").await.trim(), "alive");
+    } else {
+        println!("memory limits are not enforced here (no cgroups boxd may use): {limits}");
+    }
+}
