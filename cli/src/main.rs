@@ -1,7 +1,8 @@
 //! `boxctl`: the command line for boxd.
 //!
 //! Exit codes (stable): 0 success; 1 the daemon refused or failed the
-//! request; 2 usage error; 3 the daemon is not reachable. `exec` and `run`
+//! request, or boxctl refused a socket it cannot trust (another user's);
+//! 2 usage error; 3 the daemon is not reachable. `exec` and `run`
 //! exit with the command's own code, 128+N when signal N killed it, 125 when
 //! boxd could not start it, 126/127 when the box could not execute it.
 
@@ -170,10 +171,13 @@ impl From<Status> for Failure {
 
 impl From<boxd_client::ConnectError> for Failure {
     fn from(e: boxd_client::ConnectError) -> Failure {
-        // Reached but refused is a refusal (1); everything else means the
-        // daemon is not reachable as this client needs it (3).
+        // Reached but refused is a refusal (1), and so is a socket this
+        // client refuses to trust (not "start the daemon": someone else's
+        // socket is in the way); everything else means the daemon is not
+        // reachable as this client needs it (3).
         let code = match e {
-            boxd_client::ConnectError::Refused { .. } => 1,
+            boxd_client::ConnectError::Refused { .. }
+            | boxd_client::ConnectError::Untrusted { .. } => 1,
             _ => 3,
         };
         Failure {

@@ -108,8 +108,18 @@ pub fn install(
         std::fs::create_dir_all(ctx.paths.home.join("logs"))
             .map_err(|e| failure(format!("create the log directory: {e}")))?;
         if let Some(dir) = ctx.paths.socket.parent() {
-            std::fs::create_dir_all(dir)
+            // launchd creates the socket, not its directory; clients use
+            // the socket only in a directory of theirs alone (0700).
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
                 .map_err(|e| failure(format!("create {}: {e}", dir.display())))?;
+            // One made by an earlier install (0755) is closed too.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| failure(format!("chmod 700 {}: {e}", dir.display())))?;
         }
         let domain = format!("gui/{}", uid());
         let _ = Command::new("launchctl")

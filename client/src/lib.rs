@@ -3,7 +3,9 @@
 //! - [`Paths`] resolves the socket and home directory from flags, the
 //!   environment (`BOXD_SOCKET`, `BOXD_HOME`) and the platform's per-user
 //!   directories, identically for the daemon and every client.
-//! - [`connect`] opens a gRPC channel over the Unix socket.
+//! - [`connect`] opens a gRPC channel over the Unix socket, after
+//!   [`trust`] found the socket and the process answering on it to be this
+//!   user's own.
 //! - [`ExecStream`] drives the bidirectional `Exec` call; [`stdio`] attaches
 //!   one to this process's own stdio.
 //! - [`spawn`] starts the daemon on demand; [`spec`] reads box specs from
@@ -15,6 +17,7 @@ mod paths;
 pub mod spawn;
 pub mod spec;
 pub mod stdio;
+pub mod trust;
 
 pub use boxd_proto::{bytes, tonic, v1};
 pub use exec::{ExecEvent, ExecInput, ExecStream};
@@ -46,6 +49,14 @@ pub enum ConnectError {
         "boxd is not running (nothing answers on {socket}); start it with `boxctl daemon start`"
     )]
     NotRunning { socket: PathBuf },
+    /// The socket, its directory, a directory or symlink on the way, or
+    /// the process answering is not this user's: nothing was sent. Not a
+    /// reason to start a daemon either.
+    #[error("refusing to connect to boxd at {socket}: {reason}")]
+    Untrusted {
+        socket: PathBuf,
+        reason: Box<trust::Untrusted>,
+    },
     #[error("cannot connect to boxd at {socket}: {source}")]
     Io {
         socket: PathBuf,
@@ -142,7 +153,8 @@ pub async fn image_missing(
 }
 
 /// Connects without the protocol check (for `boxctl daemon status`, which
-/// reports a mismatch rather than failing on it).
+/// reports a mismatch rather than failing on it). The trust checks are made
+/// all the same.
 pub async fn connect_unchecked(socket: &Path) -> Result<Client, ConnectError> {
     let path = socket.to_path_buf();
     // The URI is required by the API but unused: the connector dials the socket.
@@ -153,7 +165,7 @@ pub async fn connect_unchecked(socket: &Path) -> Result<Client, ConnectError> {
     let channel = endpoint
         .connect_with_connector(tower::service_fn(move |_| {
             let p = connector_path.clone();
-            async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(p).await?)) }
+            async move { Ok::<_, std::io::Error>(TokioIo::new(dial(&p).await?)) }
         }))
         .await
         .map_err(|e| classify(&path, e))?;
@@ -162,11 +174,35 @@ pub async fn connect_unchecked(socket: &Path) -> Result<Client, ConnectError> {
         .max_encoding_message_size(MAX_MESSAGE))
 }
 
+/// Opens one connection to `socket` (every connection of a channel,
+/// reconnections included, comes through here). Before a byte is sent:
+/// the path to the socket and the socket are this user's
+/// ([`trust::check_socket`]), and so is the process that answers
+/// ([`trust::check_peer`], from `SO_PEERCRED`); otherwise the error carries
+/// a [`trust::Untrusted`].
+async fn dial(socket: &Path) -> std::io::Result<UnixStream> {
+    let me = trust::my_uid();
+    trust::check_socket(&trust::RealFs, me, socket)?;
+    let stream = UnixStream::connect(socket).await?;
+    let peer = stream.peer_cred()?.uid();
+    trust::check_peer(me, socket, peer)?;
+    Ok(stream)
+}
+
 fn classify(socket: &Path, err: boxd_proto::tonic::transport::Error) -> ConnectError {
     use std::error::Error as _;
     let mut src: Option<&(dyn std::error::Error + 'static)> = err.source();
     while let Some(e) = src {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if let Some(u) = io
+                .get_ref()
+                .and_then(|e| e.downcast_ref::<trust::Untrusted>())
+            {
+                return ConnectError::Untrusted {
+                    socket: socket.to_path_buf(),
+                    reason: Box::new(u.clone()),
+                };
+            }
             return match io.kind() {
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
                     ConnectError::NotRunning {
@@ -191,6 +227,35 @@ fn classify(socket: &Path, err: boxd_proto::tonic::transport::Error) -> ConnectE
 mod tests {
     use super::*;
     use boxd_proto::tonic::Status;
+
+    #[tokio::test]
+    async fn an_untrusted_socket_is_refused_before_connecting() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("open");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let socket = dir.join("boxd.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let e = connect(&socket).await.unwrap_err();
+        assert!(matches!(e, ConnectError::Untrusted { .. }), "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains("refusing to connect to boxd at"), "{msg}");
+        assert!(msg.contains("mode 0777"), "{msg}");
+        // Nothing connected.
+        let accepted = listener.accept();
+        assert!(
+            matches!(&accepted, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "{accepted:?}"
+        );
+        // Private again, and with no socket: "not running", as before.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        drop(listener);
+        std::fs::remove_file(&socket).unwrap();
+        let e = connect(&socket).await.unwrap_err();
+        assert!(matches!(e, ConnectError::NotRunning { .. }), "{e}");
+    }
 
     #[test]
     fn an_unknown_call_says_the_daemon_is_older() {

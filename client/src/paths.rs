@@ -25,7 +25,7 @@ pub enum PathsError {
     #[error("{what} must be an absolute path: {path}")]
     NotAbsolute { what: &'static str, path: PathBuf },
     #[error(
-        "socket path is {len} bytes, longer than the {max} this platform allows: {path}; pass a shorter --socket"
+        "socket path is {len} bytes, longer than the {max} this platform allows: {path}; pass a shorter --socket (or BOXD_SOCKET)"
     )]
     SocketTooLong {
         path: PathBuf,
@@ -40,8 +40,11 @@ impl Paths {
     ///
     /// - home: the platform data directory (`$XDG_DATA_HOME/boxd`,
     ///   `~/Library/Application Support/boxd`);
-    /// - socket: `$XDG_RUNTIME_DIR/boxd/boxd.sock` where there is one,
-    ///   otherwise `$TMPDIR/boxd-$UID/boxd.sock` (short enough for macOS).
+    /// - socket: `$XDG_RUNTIME_DIR/boxd/boxd.sock` where there is one;
+    ///   otherwise `$TMPDIR/boxd-$UID/boxd.sock` when the temporary
+    ///   directory is this user's alone (macOS gives every user one);
+    ///   otherwise `HOME/run/boxd.sock`. Never a shared directory such as
+    ///   `/tmp`, where another user could create `boxd-$UID` first.
     ///   When only the home is overridden, the socket is `HOME/run/boxd.sock`
     ///   so that a second home never talks to the first one's daemon.
     pub fn resolve(socket: Option<PathBuf>, home: Option<PathBuf>) -> Result<Paths, PathsError> {
@@ -54,7 +57,17 @@ impl Paths {
         let socket = match socket {
             Some(s) => absolute("BOXD_SOCKET", &s)?,
             None if home_override.is_some() => home.join("run").join("boxd.sock"),
-            None => default_socket(),
+            None => {
+                let tmp = std::env::temp_dir();
+                let uid = crate::trust::my_uid();
+                default_socket(
+                    project_dirs().and_then(|d| d.runtime_dir().map(Path::to_path_buf)),
+                    &tmp,
+                    private_to(uid, &tmp),
+                    &home,
+                    uid,
+                )
+            }
         };
         let len = socket.as_os_str().len();
         if len > MAX_SOCKET_PATH {
@@ -97,15 +110,28 @@ fn default_home() -> Result<PathBuf, PathsError> {
         .ok_or(PathsError::NoHome)
 }
 
-fn default_socket() -> PathBuf {
-    if let Some(dir) = project_dirs().and_then(|d| d.runtime_dir().map(Path::to_path_buf)) {
-        return dir.join("boxd.sock");
+/// The default socket (see [`Paths::resolve`]): the runtime directory's,
+/// else the temporary directory's when it is private to this user, else
+/// the home's.
+fn default_socket(
+    runtime: Option<PathBuf>,
+    tmp: &Path,
+    tmp_private: bool,
+    home: &Path,
+    uid: u32,
+) -> PathBuf {
+    match runtime {
+        Some(dir) => dir.join("boxd.sock"),
+        None if tmp_private => tmp.join(format!("boxd-{uid}")).join("boxd.sock"),
+        None => home.join("run").join("boxd.sock"),
     }
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
-    std::env::temp_dir()
-        .join(format!("boxd-{uid}"))
-        .join("boxd.sock")
+}
+
+/// Whether `dir` (followed) belongs to `uid` and is closed to everyone
+/// else, like macOS's per-user `$TMPDIR` and unlike `/tmp`.
+fn private_to(uid: u32, dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0)
 }
 
 #[cfg(test)]
@@ -123,6 +149,47 @@ mod tests {
     fn home_override_moves_the_socket_too() {
         let p = Paths::resolve(None, Some("/var/tmp/h".into())).unwrap();
         assert_eq!(p.socket, PathBuf::from("/var/tmp/h/run/boxd.sock"));
+    }
+
+    #[test]
+    fn the_default_socket_is_never_in_a_shared_directory() {
+        let home = Path::new("/home/me/.local/share/boxd");
+        // The runtime directory first (directories adds `boxd`).
+        assert_eq!(
+            default_socket(
+                Some("/run/user/1000/boxd".into()),
+                Path::new("/tmp"),
+                false,
+                home,
+                1000
+            ),
+            PathBuf::from("/run/user/1000/boxd/boxd.sock")
+        );
+        // No runtime directory and a shared /tmp: the home, not /tmp/boxd-1000.
+        assert_eq!(
+            default_socket(None, Path::new("/tmp"), false, home, 1000),
+            PathBuf::from("/home/me/.local/share/boxd/run/boxd.sock")
+        );
+        // A temporary directory of this user's alone (macOS's $TMPDIR).
+        assert_eq!(
+            default_socket(None, Path::new("/var/folders/x/T"), true, home, 501),
+            PathBuf::from("/var/folders/x/T/boxd-501/boxd.sock")
+        );
+    }
+
+    #[test]
+    fn only_a_temporary_directory_of_ours_alone_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let me = crate::trust::my_uid();
+        let t = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(private_to(me, t.path()));
+        assert!(!private_to(me.wrapping_add(1), t.path()));
+        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(!private_to(me, t.path()));
+        // /tmp is root's and everyone's.
+        assert!(!private_to(me, Path::new("/tmp")));
+        assert!(!private_to(me, &t.path().join("missing")));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! parallel); each spawns a `boxd`, exactly one wins the home lock, the
 //! others exit at once, and every client waits for the winner to answer.
 
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -78,14 +79,20 @@ pub async fn ensure_running(
         });
     }
     let logs = paths.home.join("logs");
-    std::fs::create_dir_all(&logs).map_err(|source| SpawnError::Io {
-        path: logs.clone(),
-        source,
-    })?;
+    // Private, as the daemon would make them (umask 077).
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&logs)
+        .map_err(|source| SpawnError::Io {
+            path: logs.clone(),
+            source,
+        })?;
     let log = logs.join("boxd.stderr");
     let stderr = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(&log)
         .map_err(|source| SpawnError::Io {
             path: log.clone(),
@@ -138,12 +145,13 @@ pub async fn ensure_running(
     Err(SpawnError::Timeout { log })
 }
 
-/// The daemon, if one answers; a daemon of another protocol is an error,
-/// not a reason to start a second one.
+/// The daemon, if one answers; a daemon of another protocol, or a socket
+/// this user cannot trust (another user's, or open to others), is an
+/// error, not a reason to start a second one.
 async fn try_describe(paths: &Paths) -> Result<Option<(Client, v1::DescribeResponse)>, SpawnError> {
     match connect_described(&paths.socket).await {
         Ok(found) => Ok(Some(found)),
-        Err(e @ ConnectError::Protocol { .. }) => Err(e.into()),
+        Err(e @ (ConnectError::Protocol { .. } | ConnectError::Untrusted { .. })) => Err(e.into()),
         Err(_) => Ok(None),
     }
 }

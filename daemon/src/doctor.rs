@@ -1,7 +1,6 @@
 //! `boxd doctor`: what this host can run and what is missing, each failing
 //! line with its fix. `boxctl doctor` runs it and adds the live daemon's view.
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -245,7 +244,9 @@ fn apparmor() -> Check {
     }
 }
 
+/// The socket judged as every client judges it (`boxd_client::trust`).
 fn socket(socket: &Path) -> Check {
+    use boxd_client::trust::{self, CheckError, Problem};
     let Some(dir) = socket.parent() else {
         return Check::fail(
             "socket",
@@ -253,52 +254,59 @@ fn socket(socket: &Path) -> Check {
             "pass a full --socket path",
         );
     };
-    // SAFETY: getuid has no preconditions.
-    let me = unsafe { libc::getuid() };
-    let Ok(meta) = std::fs::metadata(dir) else {
-        return Check::ok(
+    let me = trust::my_uid();
+    let own = "use a directory of your own (XDG_RUNTIME_DIR, BOXD_SOCKET or --socket)";
+    let untrusted = |u: trust::Untrusted| match u.problem {
+        Problem::SocketDirOpen(mode) => Check::warn(
             "socket",
             format!(
-                "{} does not exist yet; boxd creates it (0700)",
-                dir.display()
+                "{} is {mode:04o}: clients refuse it until boxd makes it 0700 when it starts",
+                u.path.display()
             ),
-        );
-    };
-    let mode = meta.permissions().mode() & 0o777;
-    if meta.uid() != me {
-        return Check::fail(
-            "socket",
-            format!("{} belongs to uid {}, not {me}", dir.display(), meta.uid()),
-            "use a directory of your own (--socket)",
-        );
-    }
-    if mode & 0o077 != 0 {
-        return Check::warn(
-            "socket",
-            format!(
-                "{} is {mode:o}; boxd makes it 0700 when it starts",
-                dir.display()
-            ),
-            format!("chmod 700 {}", dir.display()),
-        );
-    }
-    match std::fs::metadata(socket) {
-        Ok(m) if m.permissions().mode() & 0o077 != 0 => Check::warn(
-            "socket",
-            format!(
-                "{} is {:o}",
-                socket.display(),
-                m.permissions().mode() & 0o777
-            ),
-            format!("chmod 600 {}", socket.display()),
+            format!("chmod 700 {}", u.path.display()),
         ),
+        Problem::SocketWritable(mode) => Check::warn(
+            "socket",
+            format!("{} is {mode:04o}: clients refuse it", u.path.display()),
+            format!("chmod 600 {}", u.path.display()),
+        ),
+        _ => Check::fail("socket", u.to_string(), own),
+    };
+    let not_found = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    match trust::check_socket(&trust::RealFs, me, socket) {
         Ok(_) => Check::ok(
             "socket",
-            format!("{} (0600, directory 0700)", socket.display()),
+            format!("{} (this user's, directory 0700)", socket.display()),
         ),
-        Err(_) => Check::ok(
+        Err(CheckError::Untrusted(u)) => untrusted(u),
+        Err(CheckError::Io(e)) if not_found(&e) => {
+            match trust::resolve(&trust::RealFs, me, dir, false) {
+                Ok((real, st)) => match trust::check_socket_dir(me, &real, st) {
+                    Ok(()) => Check::ok(
+                        "socket",
+                        format!("{} (directory 0700; boxd not running)", socket.display()),
+                    ),
+                    Err(u) => untrusted(u),
+                },
+                Err(CheckError::Io(e)) if not_found(&e) => Check::ok(
+                    "socket",
+                    format!(
+                        "{} does not exist yet; boxd creates it (0700)",
+                        dir.display()
+                    ),
+                ),
+                Err(CheckError::Untrusted(u)) => untrusted(u),
+                Err(CheckError::Io(e)) => Check::fail(
+                    "socket",
+                    format!("cannot check {}: {e}", dir.display()),
+                    own,
+                ),
+            }
+        }
+        Err(CheckError::Io(e)) => Check::fail(
             "socket",
-            format!("{} (directory 0700; boxd not running)", socket.display()),
+            format!("cannot check {}: {e}", socket.display()),
+            own,
         ),
     }
 }

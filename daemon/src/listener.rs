@@ -1,8 +1,10 @@
 //! The Unix socket: a private directory, a private socket, a stale socket
 //! replaced only when nothing answers, and a peer check on every request.
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::Path;
+
+use boxd_client::trust;
 
 use boxd_proto::tonic::{Request, Status, transport::server::UdsConnectInfo};
 use tokio::net::UnixListener;
@@ -17,34 +19,65 @@ pub enum ListenError {
 
 /// Creates the socket directory (0700, ours), replaces a stale socket and
 /// binds a 0600 socket.
+///
+/// The way to the socket is checked as clients check it
+/// ([`trust::resolve`]): every directory on it belongs to this user or root
+/// and is not writable by others unless sticky, every symlink on it belongs
+/// to this user or root. A socket directory of another uid is refused; one
+/// of ours that group or others may use is closed (0700), never someone
+/// else's. An existing socket is replaced only when it is not another
+/// user's and nothing answers on it.
 pub async fn bind(socket: &Path) -> Result<UnixListener, ListenError> {
     let setup = |what: &str, e: std::io::Error| ListenError::Setup(format!("{what}: {e}"));
-    let dir = socket.parent().ok_or_else(|| {
-        ListenError::Setup(format!(
+    let refuse = |u: trust::Untrusted| {
+        ListenError::Setup(format!("refusing to listen on {}: {u}", socket.display()))
+    };
+    let (Some(dir), Some(_)) = (socket.parent(), socket.file_name()) else {
+        return Err(ListenError::Setup(format!(
             "socket path has no directory: {}",
             socket.display()
-        ))
-    })?;
-    std::fs::create_dir_all(dir).map_err(|e| setup(&format!("create {}", dir.display()), e))?;
-    let meta = std::fs::metadata(dir).map_err(|e| setup(&format!("stat {}", dir.display()), e))?;
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
-    if meta.uid() != uid {
-        return Err(ListenError::Setup(format!(
-            "socket directory {} belongs to uid {}, not to this user (uid {uid})",
-            dir.display(),
-            meta.uid()
         )));
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| setup(&format!("chmod {}", dir.display()), e))?;
-
-    if socket.exists() {
-        if tokio::net::UnixStream::connect(socket).await.is_ok() {
-            return Err(ListenError::InUse(socket.display().to_string()));
+    };
+    let me = trust::my_uid();
+    let (real_dir, st) = match trust::resolve(&trust::RealFs, me, dir, true) {
+        Ok(found) => found,
+        Err(trust::CheckError::Untrusted(u)) => return Err(refuse(u)),
+        Err(trust::CheckError::Io(e)) => {
+            return Err(setup(&format!("create {}", dir.display()), e));
         }
-        tracing::info!(socket = %socket.display(), "replacing a stale socket");
-        std::fs::remove_file(socket).map_err(|e| setup("remove stale socket", e))?;
+    };
+    match trust::check_socket_dir(me, &real_dir, st) {
+        Ok(()) => {}
+        Err(u) if matches!(u.problem, trust::Problem::SocketDirOpen(_)) => {
+            // Ours (check_socket_dir judged the owner first): closed, not refused.
+            tracing::warn!(dir = %real_dir.display(), mode = format!("{:04o}", st.perms()), "the socket directory was open to other users; making it 0700");
+            std::fs::set_permissions(&real_dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| setup(&format!("chmod 700 {}", real_dir.display()), e))?;
+        }
+        Err(u) => return Err(refuse(u)),
+    }
+
+    match std::fs::symlink_metadata(socket) {
+        Ok(m) if m.file_type().is_socket() && m.uid() != me => {
+            // Left in our directory while it was open: never answered, removed.
+            tracing::warn!(socket = %socket.display(), owner = m.uid(), "removing a socket of another user from the socket directory");
+            std::fs::remove_file(socket).map_err(|e| setup("remove a foreign socket", e))?;
+        }
+        Ok(m) if m.file_type().is_socket() => {
+            if tokio::net::UnixStream::connect(socket).await.is_ok() {
+                return Err(ListenError::InUse(socket.display().to_string()));
+            }
+            tracing::info!(socket = %socket.display(), "replacing a stale socket");
+            std::fs::remove_file(socket).map_err(|e| setup("remove stale socket", e))?;
+        }
+        Ok(_) => {
+            return Err(ListenError::Setup(format!(
+                "{} exists and is not a socket; remove it or pass a different --socket",
+                socket.display()
+            )));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(setup(&format!("stat {}", socket.display()), e)),
     }
     let listener =
         UnixListener::bind(socket).map_err(|e| setup(&format!("bind {}", socket.display()), e))?;
@@ -172,5 +205,73 @@ impl tokio::io::AsyncWrite for Tracked {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
+    }
+
+    #[tokio::test]
+    async fn the_directory_is_made_private_and_reached_through_our_symlinks() {
+        let t = tempfile::tempdir().unwrap();
+        // Missing directories are created 0700.
+        let socket = t.path().join("a/b/boxd.sock");
+        let l = bind(&socket).await.unwrap();
+        assert_eq!(mode(&t.path().join("a/b")), 0o700);
+        assert_eq!(mode(&socket), 0o600);
+        drop(l);
+        // One of ours that is too open is closed; a symlink of ours is followed.
+        let open = t.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink(&open, t.path().join("link")).unwrap();
+        let l = bind(&t.path().join("link/boxd.sock")).await.unwrap();
+        assert_eq!(mode(&open), 0o700);
+        assert!(open.join("boxd.sock").exists());
+        drop(l);
+    }
+
+    #[tokio::test]
+    async fn a_stale_socket_is_replaced_and_anything_else_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let socket = t.path().join("run/boxd.sock");
+        let first = bind(&socket).await.unwrap();
+        // Answering: in use.
+        let e = bind(&socket).await.unwrap_err();
+        assert!(matches!(e, ListenError::InUse(_)), "{e}");
+        drop(first);
+        // Stale: replaced.
+        let again = bind(&socket).await.unwrap();
+        drop(again);
+        // Not a socket: never removed.
+        std::fs::remove_file(&socket).unwrap();
+        std::fs::write(&socket, "mine").unwrap();
+        let e = bind(&socket).await.unwrap_err();
+        assert!(e.to_string().contains("is not a socket"), "{e}");
+        assert_eq!(std::fs::read_to_string(&socket).unwrap(), "mine");
+    }
+
+    #[tokio::test]
+    async fn a_directory_on_the_way_that_others_may_write_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let public = t.path().join("public");
+        std::fs::create_dir(&public).unwrap();
+        std::fs::set_permissions(&public, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = bind(&public.join("run/boxd.sock")).await.unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("refusing to listen on"), "{msg}");
+        assert!(
+            msg.contains("writable by other users and not sticky"),
+            "{msg}"
+        );
+        assert!(!public.join("run").exists());
+        // Sticky, like /tmp: fine.
+        std::fs::set_permissions(&public, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        drop(bind(&public.join("run/boxd.sock")).await.unwrap());
     }
 }

@@ -574,3 +574,58 @@ impl Jsonl {
         (status, self.seen)
     }
 }
+
+/// Runs `f` on a thread of its own whose uid and gid are `uid` and `gid`
+/// (no supplementary groups); the rest of the process keeps its
+/// credentials. Files that thread creates are `uid`'s, and a socket it
+/// connects or listens on reports `uid` to `SO_PEERCRED`. Needs root.
+/// Raw system calls: glibc's wrappers would change every thread.
+#[cfg(target_os = "linux")]
+pub fn as_user<T: Send + 'static>(uid: u32, gid: u32, f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        let check = |rc: libc::c_long, what: &str| {
+            assert_eq!(rc, 0, "{what}: {}", std::io::Error::last_os_error());
+        };
+        // SAFETY: credential system calls on this thread only, with plain
+        // integers and an empty group list.
+        unsafe {
+            check(
+                libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()),
+                "setgroups",
+            );
+            check(
+                libc::syscall(libc::SYS_setresgid, gid, gid, gid),
+                "setresgid",
+            );
+            check(
+                libc::syscall(libc::SYS_setresuid, uid, uid, uid),
+                "setresuid",
+            );
+        }
+        f()
+    })
+    .join()
+    .expect("the thread running as another user")
+}
+
+/// A gRPC client over an already connected stream, with none of
+/// `boxd_client::connect`'s checks: for tests of the daemon's own checks
+/// (the stream is used once; the channel does not reconnect).
+pub async fn client_over(stream: std::os::unix::net::UnixStream) -> Client {
+    use boxd_client::tonic::transport::Endpoint;
+    stream.set_nonblocking(true).expect("nonblocking");
+    let stream = std::sync::Mutex::new(Some(stream));
+    let channel = Endpoint::from_static("http://boxd.invalid")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let s = stream.lock().unwrap().take();
+            async move {
+                let s = s.ok_or_else(|| std::io::Error::other("the stream was used"))?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::from_std(s)?,
+                ))
+            }
+        }))
+        .await
+        .expect("a channel over the stream");
+    v1::boxd_client::BoxdClient::new(channel)
+}

@@ -380,6 +380,22 @@ async fn a_peer_with_another_uid_is_refused_by_the_credential_check() {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    // A connection made as uid 65534 without the client library's checks:
+    // the daemon refuses every request on it.
+    let socket = d.socket.clone();
+    let stream = as_user(65534, 65534, move || {
+        std::os::unix::net::UnixStream::connect(socket).expect("connect as uid 65534")
+    });
+    let mut c = client_over(stream).await;
+    let err = c.describe(v1::DescribeRequest {}).await.unwrap_err();
+    assert_eq!(
+        err.code(),
+        boxd_client::tonic::Code::PermissionDenied,
+        "{err:?}"
+    );
+    assert!(err.message().contains("this peer is uid 65534"), "{err:?}");
+    // boxctl run as uid 65534 does not get that far: root's socket is not
+    // its own, and it refuses before sending anything.
     let out = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(bin("boxctl"))
@@ -392,7 +408,8 @@ async fn a_peer_with_another_uid_is_refused_by_the_credential_check() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("this peer is uid 65534"), "{err}");
+    assert!(err.contains("refusing to connect to boxd"), "{err}");
+    assert!(err.contains("uid 0 (root)"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

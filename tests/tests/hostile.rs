@@ -436,3 +436,537 @@ async fn thousands_of_boxes_hit_the_limit_not_the_disk() {
     let s = refused(&mut c, "mounts", spec).await;
     assert!(s.message().contains("at most 64"), "{}", s.message());
 }
+
+/// The socket and the clients that trust it: another local user must not
+/// receive a client's requests (and the secrets in them), nor make boxd
+/// listen where they can take its place. Every client checks the way to the
+/// socket, the socket and the process answering before it sends a byte; the
+/// daemon checks the way before it binds. All but the open-directory case
+/// act as a second user (`boxtest`), so they need root and that user;
+/// without either they say so and skip.
+mod socket_trust {
+    use super::*;
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, OwnedFd};
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    use std::os::unix::net::UnixListener;
+    use std::path::Path;
+    use std::process::{Command, Stdio};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    /// The other user's uid and gid, when this test can act as them.
+    fn other_user() -> Option<(u32, u32)> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            println!("SKIPPED: acting as a second user needs root");
+            return None;
+        }
+        match nix::unistd::User::from_name("boxtest") {
+            Ok(Some(u)) => Some((u.uid.as_raw(), u.gid.as_raw())),
+            _ => {
+                println!("SKIPPED: no user `boxtest` to act as (`useradd -m boxtest`)");
+                None
+            }
+        }
+    }
+
+    fn chmod(p: &Path, mode: u32) {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
+    }
+
+    /// A scratch directory in /tmp (root's), with `mode`.
+    fn scratch(mode: u32) -> tempfile::TempDir {
+        let t = tempfile::Builder::new()
+            .prefix("boxd-trust-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        chmod(t.path(), mode);
+        t
+    }
+
+    /// What a listener saw: connections accepted, bytes received.
+    #[derive(Debug, Default)]
+    struct Seen {
+        connections: usize,
+        bytes: Vec<u8>,
+    }
+
+    /// A listener that accepts every connection and records what arrives.
+    struct Fake {
+        stop: Arc<AtomicBool>,
+        seen: Arc<Mutex<Seen>>,
+        thread: std::thread::JoinHandle<()>,
+    }
+
+    impl Fake {
+        fn serve(listener: UnixListener) -> Fake {
+            listener.set_nonblocking(true).unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let seen = Arc::new(Mutex::new(Seen::default()));
+            let (stopping, seeing) = (stop.clone(), seen.clone());
+            let thread = std::thread::spawn(move || {
+                while !stopping.load(Ordering::SeqCst) {
+                    let Ok((mut conn, _)) = listener.accept() else {
+                        std::thread::sleep(Duration::from_millis(10));
+                        continue;
+                    };
+                    seeing.lock().unwrap().connections += 1;
+                    conn.set_nonblocking(false).unwrap();
+                    conn.set_read_timeout(Some(Duration::from_millis(300)))
+                        .unwrap();
+                    let mut buf = [0u8; 4096];
+                    loop {
+                        match conn.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => seeing.lock().unwrap().bytes.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                }
+            });
+            Fake { stop, seen, thread }
+        }
+
+        /// Stops (after a moment for a late connection) and says what arrived.
+        fn finish(self) -> Seen {
+            std::thread::sleep(Duration::from_millis(400));
+            self.stop.store(true, Ordering::SeqCst);
+            self.thread.join().unwrap();
+            std::mem::take(&mut *self.seen.lock().unwrap())
+        }
+    }
+
+    impl Seen {
+        fn describe(&self) -> String {
+            let head = String::from_utf8_lossy(&self.bytes[..self.bytes.len().min(14)]);
+            format!(
+                "{} connection(s), {} bytes received{}",
+                self.connections,
+                self.bytes.len(),
+                if self.bytes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (starting {head:?})")
+                }
+            )
+        }
+    }
+
+    /// A listening socket at `path`, bound (the file created) by this
+    /// thread, root, and put to listen by `uid`: the kernel then reports
+    /// `uid` to every client that connects (`SO_PEERCRED` is taken at
+    /// `listen`), whatever the file says.
+    fn listening_as(uid: u32, gid: u32, path: &Path) -> UnixListener {
+        use nix::sys::socket::{
+            AddressFamily, Backlog, SockFlag, SockType, UnixAddr, bind, listen, socket,
+        };
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(fd.as_raw_fd(), &UnixAddr::new(path).unwrap()).unwrap();
+        chmod(path, 0o600);
+        let fd: OwnedFd = as_user(uid, gid, move || {
+            listen(&fd, Backlog::new(16).unwrap()).unwrap();
+            fd
+        });
+        UnixListener::from(fd)
+    }
+
+    /// What `boxctl ls`, `harness-box-exec` and the client library did
+    /// with one socket.
+    struct Tried {
+        boxctl: (Option<i32>, String),
+        proxy: (Option<i32>, String),
+        /// Whether harness-box-exec prepared a home to start a daemon.
+        proxy_started_boxd: bool,
+        /// The library's error, and whether it was `Untrusted`.
+        library: Result<(), (bool, String)>,
+    }
+
+    /// Aims `boxctl ls`, `harness-box-exec` and the client library at
+    /// `socket` (each with a fresh home) and prints what each did.
+    async fn try_every_client(socket: &Path) -> Tried {
+        let homes = scratch(0o700);
+        let home = homes.path().join("home");
+        let out = Command::new(bin("boxctl"))
+            .arg("--socket")
+            .arg(socket)
+            .arg("--home")
+            .arg(&home)
+            .arg("ls")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let boxctl = (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        );
+        println!("  boxctl ls: exit {:?}: {}", boxctl.0, boxctl.1);
+        let begin = Instant::now();
+        let out = Command::new(bin("harness-box-exec"))
+            .env("BOXD_HOME", &home)
+            .arg("--socket")
+            .arg(socket)
+            .args(["--box", "trust", "--image", "/nonexistent", "--", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let proxy = (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        );
+        let proxy_started_boxd = home.exists();
+        println!(
+            "  harness-box-exec: exit {:?} after {:.2?}{}: {}",
+            proxy.0,
+            begin.elapsed(),
+            if proxy_started_boxd {
+                ", having started a boxd"
+            } else {
+                ""
+            },
+            proxy.1
+        );
+        let library = match boxd_client::connect(socket).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err((
+                matches!(e, boxd_client::ConnectError::Untrusted { .. }),
+                e.to_string(),
+            )),
+        };
+        match &library {
+            Ok(()) => println!("  client library: connected"),
+            Err((_, e)) => println!("  client library: {e}"),
+        }
+        Tried {
+            boxctl,
+            proxy,
+            proxy_started_boxd,
+            library,
+        }
+    }
+
+    impl Tried {
+        /// Every client refused (exit 1, exit 125, `Untrusted`), none
+        /// started a daemon, and every message holds each of `expect`.
+        fn all_refused(&self, expect: &[&str]) {
+            assert_eq!(self.boxctl.0, Some(1), "{}", self.boxctl.1);
+            assert_eq!(self.proxy.0, Some(125), "{}", self.proxy.1);
+            assert!(
+                !self.proxy_started_boxd,
+                "harness-box-exec started a daemon over the socket"
+            );
+            let library = match &self.library {
+                Ok(()) => panic!("the client library connected"),
+                Err((untrusted, e)) => {
+                    assert!(untrusted, "{e}");
+                    e
+                }
+            };
+            for text in [&self.boxctl.1, &self.proxy.1, library] {
+                assert!(text.contains("refusing to connect to boxd"), "{text}");
+                for e in expect {
+                    assert!(text.contains(e), "{text:?} does not say {e:?}");
+                }
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_socket_directory_of_another_user_is_refused_before_sending() {
+        let Some((uid, gid)) = other_user() else {
+            return;
+        };
+        // Like /tmp: anyone may create entries, none may rename another's.
+        let shared = scratch(0o1777);
+        // The other user gets there first: `boxd-0`, their own, 0700, with
+        // a socket that listens (the old default, /tmp/boxd-$UID).
+        let theirs = shared.path().join("boxd-0");
+        let socket = theirs.join("boxd.sock");
+        let listener = {
+            let (theirs, socket) = (theirs.clone(), socket.clone());
+            as_user(uid, gid, move || {
+                std::fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(&theirs)
+                    .unwrap();
+                UnixListener::bind(&socket).unwrap()
+            })
+        };
+        let fake = Fake::serve(listener);
+        println!(
+            "{} is uid {}'s (mode {:04o}), a listener of theirs in it:",
+            theirs.display(),
+            std::fs::metadata(&theirs).unwrap().uid(),
+            mode(&theirs)
+        );
+        let owner = format!("uid {uid} (boxtest)");
+        let tried = try_every_client(&socket).await;
+        let seen = fake.finish();
+        println!("  their listener: {}", seen.describe());
+        assert_eq!(seen.connections, 0, "{}", seen.describe());
+        tried.all_refused(&[&theirs.display().to_string(), &owner, "root does not use"]);
+
+        // A symlink of theirs leading to our own daemon's directory: the
+        // daemon is genuine, the way to it is not ours (they could point it
+        // elsewhere at any time).
+        let d = Daemon::start();
+        let link = shared.path().join("boxd-link");
+        {
+            let (link, target) = (link.clone(), d.socket.parent().unwrap().to_path_buf());
+            as_user(uid, gid, move || {
+                std::os::unix::fs::symlink(target, link).unwrap()
+            });
+        }
+        println!(
+            "{} -> {}, a symlink of uid {uid}'s, to a running boxd of ours:",
+            link.display(),
+            d.socket.parent().unwrap().display()
+        );
+        let tried = try_every_client(&link.join("boxd.sock")).await;
+        tried.all_refused(&[&link.display().to_string(), "a symlink", &owner]);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_socket_of_ours_in_an_open_directory_is_refused() {
+        // Everything here is ours: no second user needed.
+        let base = scratch(0o700);
+        let open = base.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        chmod(&open, 0o777);
+        let socket = open.join("boxd.sock");
+        let fake = Fake::serve(UnixListener::bind(&socket).unwrap());
+        chmod(&socket, 0o600);
+        println!(
+            "{} is ours and 0777, the socket in it ours and 0600:",
+            open.display()
+        );
+        let tried = try_every_client(&socket).await;
+        let seen = fake.finish();
+        println!("  the listener: {}", seen.describe());
+        assert_eq!(seen.connections, 0, "{}", seen.describe());
+        tried.all_refused(&["open to other users (mode 0777)", "chmod 700"]);
+
+        // Control: the same directory made 0700, and the library does
+        // connect (and sends its HTTP/2 preface: the listener is no boxd).
+        chmod(&open, 0o700);
+        let fake = Fake::serve(UnixListener::bind(open.join("ctl.sock")).unwrap());
+        chmod(&open.join("ctl.sock"), 0o600);
+        let e = boxd_client::connect(&open.join("ctl.sock")).await.err();
+        let seen = fake.finish();
+        println!(
+            "control, directory 0700: the library {}; the listener: {}",
+            e.as_ref()
+                .map_or("connected".into(), |e| format!("connected, then: {e}")),
+            seen.describe()
+        );
+        assert!(!matches!(
+            e,
+            Some(boxd_client::ConnectError::Untrusted { .. })
+        ));
+        assert!(
+            seen.bytes.starts_with(b"PRI * HTTP/2.0"),
+            "{}",
+            seen.describe()
+        );
+    }
+
+    /// Runs boxd on `socket` (a fresh home): its exit code (`None` when it
+    /// was serving; it is then stopped) and the last line of its stderr.
+    fn run_boxd(socket: &Path) -> (Option<i32>, String) {
+        let homes = scratch(0o700);
+        let mut child = Command::new(bin("boxd"))
+            .arg("--socket")
+            .arg(socket)
+            .arg("--home")
+            .arg(homes.path().join("home"))
+            .args(["--engine", "namespace"])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let code = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status.code();
+            }
+            if std::os::unix::net::UnixStream::connect(socket).is_ok() || Instant::now() > deadline
+            {
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+                child.wait().unwrap();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        // The last line is boxd's own (`boxd: ...`); the log line before
+        // it says the same.
+        let last = err.lines().rev().find(|l| !l.trim().is_empty());
+        (code, last.unwrap_or("").trim().to_owned())
+    }
+
+    #[test]
+    fn boxd_refuses_a_socket_directory_it_cannot_trust() {
+        let Some((uid, gid)) = other_user() else {
+            return;
+        };
+        let shared = scratch(0o1777);
+        let p = shared.path();
+        let owner = format!("uid {uid} (boxtest)");
+        // Theirs: a directory of the other user's, and one inside a
+        // directory of theirs; a symlink of theirs to a directory of ours.
+        {
+            let p = p.to_path_buf();
+            as_user(uid, gid, move || {
+                let mk = |d: &str, m: u32| std::fs::DirBuilder::new().mode(m).create(p.join(d));
+                mk("theirs", 0o700).unwrap();
+                mk("their-parent", 0o755).unwrap();
+                std::os::unix::fs::symlink(p.join("ours"), p.join("their-link")).unwrap();
+            });
+        }
+        std::fs::create_dir(p.join("ours")).unwrap();
+        chmod(&p.join("ours"), 0o700);
+        // World-writable and not sticky: anyone may rename what is in it.
+        std::fs::create_dir(p.join("public")).unwrap();
+        chmod(&p.join("public"), 0o777);
+        let cases: [(&str, &str, Vec<&str>); 4] = [
+            (
+                "a socket directory of the other user's",
+                "theirs/boxd.sock",
+                vec!["the socket's directory", owner.as_str()],
+            ),
+            (
+                "our directory reached through their symlink",
+                "their-link/boxd.sock",
+                vec!["a symlink on the socket's path", owner.as_str()],
+            ),
+            (
+                "a directory of ours to be made in theirs",
+                "their-parent/run/boxd.sock",
+                vec!["a directory on the socket's path", owner.as_str()],
+            ),
+            (
+                "a directory of ours to be made in a 0777 one",
+                "public/run/boxd.sock",
+                vec!["writable by other users and not sticky (mode 0777)"],
+            ),
+        ];
+        let ran: Vec<_> = cases
+            .iter()
+            .map(|(what, rel, _)| {
+                let (code, err) = run_boxd(&p.join(rel));
+                match code {
+                    Some(c) => println!("{what} ({rel}): boxd exit {c}: {err}"),
+                    None => println!("{what} ({rel}): boxd SERVED there"),
+                }
+                (code, err)
+            })
+            .collect();
+        for ((_, rel, expect), (code, err)) in cases.iter().zip(ran) {
+            let socket = p.join(rel);
+            assert_eq!(code, Some(1), "boxd served on {}: {err}", socket.display());
+            assert!(err.contains("refusing to listen on"), "{err}");
+            for e in expect {
+                assert!(err.contains(e), "{err:?} does not say {e:?}");
+            }
+            assert!(!socket.exists(), "{} was created", socket.display());
+        }
+        assert!(!p.join("their-parent/run").exists());
+        assert!(!p.join("public/run").exists());
+        // Control: a directory of our own that is too open is ours to
+        // close, and boxd serves.
+        std::fs::create_dir(p.join("mine")).unwrap();
+        chmod(&p.join("mine"), 0o755);
+        let (code, err) = run_boxd(&p.join("mine/boxd.sock"));
+        println!(
+            "control, a 0755 directory of ours: boxd {}, the directory now {:04o}",
+            code.map_or("served".into(), |c| format!("exited {c}: {err}")),
+            mode(&p.join("mine"))
+        );
+        assert_eq!(code, None, "{err}");
+        assert_eq!(mode(&p.join("mine")), 0o700);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_peer_of_another_uid_is_refused_by_its_credentials() {
+        let Some((uid, gid)) = other_user() else {
+            return;
+        };
+        // Every file is ours and private; only the process listening is not.
+        let base = scratch(0o700);
+        let run = base.path().join("run");
+        std::fs::DirBuilder::new().mode(0o700).create(&run).unwrap();
+        let socket = run.join("boxd.sock");
+        let fake = Fake::serve(listening_as(uid, gid, &socket));
+        let meta = std::fs::metadata(&socket).unwrap();
+        println!(
+            "{} is uid {}'s, mode {:04o}, in a {:04o} directory of ours; uid {uid} listens on it:",
+            socket.display(),
+            meta.uid(),
+            meta.mode() & 0o7777,
+            mode(&run)
+        );
+        let tried = try_every_client(&socket).await;
+        let seen = fake.finish();
+        println!("  their listener: {}", seen.describe());
+        assert!(seen.bytes.is_empty(), "{}", seen.describe());
+        tried.all_refused(&[&format!("runs as uid {uid} (boxtest)")]);
+
+        // Control: the same set-up listened on by root (us) is used.
+        let ctl = run.join("ctl.sock");
+        let fake = Fake::serve(listening_as(0, 0, &ctl));
+        let e = boxd_client::connect(&ctl).await.err();
+        let seen = fake.finish();
+        println!(
+            "control, root listening: the library {}; the listener: {}",
+            e.as_ref()
+                .map_or("connected".into(), |e| format!("connected, then: {e}")),
+            seen.describe()
+        );
+        assert!(
+            seen.bytes.starts_with(b"PRI * HTTP/2.0"),
+            "{}",
+            seen.describe()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_reconnection_is_checked_like_the_first_connection() {
+        let Some((uid, gid)) = other_user() else {
+            return;
+        };
+        let mut d = Daemon::start();
+        let mut c = d.client().await;
+        list(&mut c).await;
+        // boxd goes away; another user's process answers on its socket.
+        d.stop();
+        let _ = std::fs::remove_file(&d.socket);
+        let fake = Fake::serve(listening_as(uid, gid, &d.socket));
+        let first = c.list_boxes(v1::ListBoxesRequest {}).await.unwrap_err();
+        let second = c.list_boxes(v1::ListBoxesRequest {}).await.unwrap_err();
+        let seen = fake.finish();
+        println!("the open client, after boxd stopped and uid {uid} took its socket:");
+        println!("  first call: {:?}: {}", first.code(), first.message());
+        println!("  second call: {:?}: {}", second.code(), second.message());
+        println!("  their listener: {}", seen.describe());
+        assert!(seen.bytes.is_empty(), "{}", seen.describe());
+    }
+}

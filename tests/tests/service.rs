@@ -5,6 +5,7 @@
 //! protocol check in every client, and the service files.
 
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -26,7 +27,12 @@ impl Activated {
             .prefix("boxd-act-")
             .tempdir_in("/tmp")
             .unwrap();
-        std::fs::create_dir_all(dir.path().join("run")).unwrap();
+        // As systemd makes it (DirectoryMode=0700): clients use a socket
+        // only in a directory of their own alone.
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(dir.path().join("run"))
+            .unwrap();
         let socket = dir.path().join("run/boxd.sock");
         let listener = UnixListener::bind(&socket).unwrap();
         let notify = UnixDatagram::bind(dir.path().join("notify")).unwrap();
