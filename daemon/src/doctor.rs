@@ -189,7 +189,8 @@ fn box_ids() -> Check {
         .map(|u| u.name)
         .unwrap_or_else(|| nix::unistd::getuid().to_string());
     if let Writer::NewIdMap { newuidmap, .. } = &ids.writer {
-        let setuid = std::fs::metadata(newuidmap).is_ok_and(|m| m.mode() & 0o4000 != 0);
+        let setuid = std::fs::metadata(newuidmap)
+            .is_ok_and(|m| std::os::unix::fs::MetadataExt::mode(&m) & 0o4000 != 0);
         if !setuid {
             return Check::warn(
                 "box ids",
