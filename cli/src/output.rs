@@ -24,6 +24,7 @@ pub fn box_json(b: &v1::BoxInfo) -> Value {
         "isolation": b.isolation,
         "engine": b.engine,
         "runningExecs": b.running_execs,
+        "diskBytes": b.disk_bytes,
         "error": b.error,
         "spec": {
             "cpus": spec.cpus,
@@ -95,17 +96,18 @@ pub fn list(ctx: &Ctx, boxes: &[v1::BoxInfo]) {
         return;
     }
     println!(
-        "{:<24} {:<13} {:<9} {:<10} {:>5}  IMAGE",
-        "NAME", "ID", "STATE", "ISOLATION", "EXECS"
+        "{:<24} {:<13} {:<9} {:<10} {:>5} {:>7}  IMAGE",
+        "NAME", "ID", "STATE", "ISOLATION", "EXECS", "DISK"
     );
     for b in boxes {
         println!(
-            "{:<24} {:<13} {:<9} {:<10} {:>5}  {}",
+            "{:<24} {:<13} {:<9} {:<10} {:>5} {:>7}  {}",
             b.name,
             b.id,
             state(b.state),
             b.isolation,
             b.running_execs,
+            b.disk_bytes.map_or("-".into(), size),
             b.image
         );
     }
@@ -165,5 +167,34 @@ pub fn version(ctx: &Ctx, daemon: Option<&v1::DescribeResponse>) {
             d.daemon_version, d.protocol, d.engine, d.engine_version, d.isolation
         ),
         None => println!("boxd not running"),
+    }
+}
+
+/// Bytes as `du -h` shows them: 4.0K, 12M, 1.5G.
+pub fn size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "K", "M", "G", "T"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes}B")
+    } else if v < 10.0 {
+        format!("{v:.1}{}", UNITS[unit])
+    } else {
+        format!("{v:.0}{}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_read_like_du() {
+        assert_eq!(super::size(0), "0B");
+        assert_eq!(super::size(4096), "4.0K");
+        assert_eq!(super::size(203 << 20), "203M");
+        assert_eq!(super::size(3 << 29), "1.5G");
     }
 }

@@ -29,7 +29,8 @@ pub struct Service {
 type Stream2<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 impl Service {
-    fn info(&self, r: &BoxRecord) -> v1::BoxInfo {
+    async fn info(&self, r: &BoxRecord) -> v1::BoxInfo {
+        let disk_bytes = self.registry.engine().disk_usage(r).await;
         let engine = self.registry.engine().info();
         v1::BoxInfo {
             id: r.id.clone(),
@@ -44,6 +45,7 @@ impl Service {
             spec: Some(spec_to_proto(&r.spec)),
             running_execs: self.execs.running_in(&r.name),
             error: r.error.clone(),
+            disk_bytes,
         }
     }
 
@@ -198,7 +200,7 @@ impl Boxd for Service {
         let mut warnings = out.warnings;
         warnings.extend(self.registry.engine().info().create_warning.clone());
         Ok(Response::new(v1::CreateBoxResponse {
-            r#box: Some(self.info(&out.record)),
+            r#box: Some(self.info(&out.record).await),
             created: out.created,
             warnings,
             elapsed_ms: begin.elapsed().as_millis() as u64,
@@ -213,7 +215,7 @@ impl Boxd for Service {
         validate::box_name(&name)?;
         let (record, boot_ms) = self.registry.start(&name).await?;
         Ok(Response::new(v1::StartBoxResponse {
-            r#box: Some(self.info(&record)),
+            r#box: Some(self.info(&record).await),
             boot_ms,
         }))
     }
@@ -226,7 +228,7 @@ impl Boxd for Service {
         validate::box_name(&req.name)?;
         let record = self.registry.stop(&req.name, req.force).await?;
         Ok(Response::new(v1::StopBoxResponse {
-            r#box: Some(self.info(&record)),
+            r#box: Some(self.info(&record).await),
         }))
     }
 
@@ -244,13 +246,8 @@ impl Boxd for Service {
         &self,
         _: Request<v1::ListBoxesRequest>,
     ) -> Result<Response<v1::ListBoxesResponse>, Status> {
-        let boxes = self
-            .registry
-            .list()
-            .await
-            .iter()
-            .map(|r| self.info(r))
-            .collect();
+        let records = self.registry.list().await;
+        let boxes = futures::future::join_all(records.iter().map(|r| self.info(r))).await;
         Ok(Response::new(v1::ListBoxesResponse { boxes }))
     }
 
@@ -260,7 +257,8 @@ impl Boxd for Service {
     ) -> Result<Response<v1::BoxInfo>, Status> {
         let name = req.into_inner().name;
         validate::box_name(&name)?;
-        Ok(Response::new(self.info(&self.registry.get(&name).await?)))
+        let record = self.registry.get(&name).await?;
+        Ok(Response::new(self.info(&record).await))
     }
 
     type WatchBoxesStream = Stream2<v1::BoxEvent>;

@@ -451,7 +451,7 @@ impl Driver {
                         .into_iter()
                         .map(|b| {
                             json!({"boxId": b.id, "name": b.name, "state": state_label(b.state), "image": b.image,
-                                   "createdAt": b.created_at_ms, "isolation": b.isolation})
+                                   "createdAt": b.created_at_ms, "isolation": b.isolation, "diskBytes": b.disk_bytes})
                         })
                         .collect(),
                 )

@@ -285,6 +285,12 @@ pub trait Engine: Send + Sync + 'static {
     /// Runs a command in a running box.
     async fn exec(&self, record: &BoxRecord, spec: ExecSpec) -> Result<Process, Error>;
 
+    /// Bytes the box's own files take on disk (not the shared image), when
+    /// the engine can tell.
+    async fn disk_usage(&self, _record: &BoxRecord) -> Option<u64> {
+        None
+    }
+
     /// Stops every box the engine runs, before the daemon exits.
     async fn shutdown(&self);
 

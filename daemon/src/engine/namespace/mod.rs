@@ -597,6 +597,31 @@ impl Engine for NamespaceEngine {
         Ok(process)
     }
 
+    async fn disk_usage(&self, record: &BoxRecord) -> Option<u64> {
+        let own = [upper(record), rootfs(record)]
+            .into_iter()
+            .find(|d| d.is_dir())?;
+        if !self.privileged && self.ids.is_range() {
+            // Only box root may read every directory of the box's files.
+            let argv: Vec<OsString> = vec![
+                "du".into(),
+                "-s".into(),
+                "-B1".into(),
+                "-x".into(),
+                own.into(),
+            ];
+            let out = userns::run_as_box_root(&self.ids, &argv).await.ok()?;
+            return String::from_utf8_lossy(&out)
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok();
+        }
+        tokio::task::spawn_blocking(move || disk_used(&own))
+            .await
+            .ok()
+    }
+
     fn reports(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Report>> {
         self.ended_rx.lock().expect("ended receiver").take()
     }
@@ -858,6 +883,31 @@ impl NamespaceEngine {
         .await
         .map_err(|e| Error::Internal(e.to_string()))?
     }
+}
+
+/// Bytes allocated on disk under `dir` (hard links counted once, other
+/// file systems not entered), as `du -s` counts them.
+fn disk_used(dir: &Path) -> u64 {
+    let Ok(top) = std::fs::symlink_metadata(dir) else {
+        return 0;
+    };
+    let mut seen = std::collections::HashSet::new();
+    let (mut total, mut todo) = (0u64, vec![dir.to_path_buf()]);
+    while let Some(path) = todo.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.dev() != top.dev() || (meta.nlink() > 1 && !seen.insert(meta.ino())) {
+            continue;
+        }
+        total += meta.blocks() * 512;
+        if meta.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&path) {
+                todo.extend(entries.flatten().map(|e| e.path()));
+            }
+        }
+    }
+    total
 }
 
 /// Gives every file of `dir` owned by host uid or gid 0 to box root
