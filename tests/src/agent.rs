@@ -17,6 +17,11 @@ pub fn workspace() -> PathBuf {
 
 /// The Node OCI layout, built (about a minute, once; cached) when missing.
 pub fn node_image() -> PathBuf {
+    // A layout built elsewhere (by root: debootstrap needs it), for a run as
+    // an ordinary user.
+    if let Some(path) = std::env::var_os("BOXD_NODE_IMAGE") {
+        return PathBuf::from(path);
+    }
     let out = Command::new(workspace().join("scripts/node-image.sh"))
         .stderr(Stdio::inherit())
         .output()

@@ -659,7 +659,7 @@ async fn a_box_cannot_exhaust_processes_or_memory() {
     )
     .await;
     println!("300 MB in a 128 MiB box: {:?}", out.exit);
-    if limits.contains("memory") {
+    if !limits.contains("no cgroups") {
         assert_eq!(out.exit.signal, None, "the shell itself survives");
         assert_ne!(out.exit.code, Some(0), "the hog was killed: {out:?}");
         // The kill is a box event with its reason.
@@ -679,4 +679,143 @@ async fn a_box_cannot_exhaust_processes_or_memory() {
     } else {
         println!("memory limits are not enforced here (no cgroups boxd may use): {limits}");
     }
+}
+
+/// A real distribution, lived in: packages install (apt drops to its own
+/// user, which needs a full id range and setgroups), users are added and
+/// switched to, files change owners, and the image's owners and setuid bits
+/// are there to begin with.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_debian_box_installs_packages_adds_users_and_changes_owners() {
+    let image = boxd_tests::agent::node_image();
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let spec = v1::BoxSpec {
+        image: image.to_string_lossy().into_owned(),
+        allow_net: vec!["deb.debian.org".into()],
+        ..Default::default()
+    };
+    up(&mut c, "iso-debian", spec).await;
+    let ids = sh(&mut c, "iso-debian", "cat /proc/self/uid_map").await;
+    let count: u64 = ids
+        .lines()
+        .map(|l| l.split_whitespace().nth(2).unwrap().parse::<u64>().unwrap())
+        .sum();
+    println!(
+        "box ids: {count} ({})",
+        ids.split_whitespace().collect::<Vec<_>>().join(" ")
+    );
+    if count == 1 {
+        println!("SKIPPED: boxd's user has no subordinate id range here (boxctl doctor: box ids)");
+        return;
+    }
+    // The image's owners, groups and modes survive unpacking.
+    let owners = sh(
+        &mut c,
+        "iso-debian",
+        "stat -c '%n %U %G %a' /etc/shadow /usr/bin/su /usr/bin/passwd /var/log/apt 2>&1",
+    )
+    .await;
+    println!("{}", owners.trim());
+    assert!(owners.contains("/etc/shadow root shadow 640"), "{owners}");
+    assert!(owners.contains("/usr/bin/su root root 4755"), "{owners}");
+
+    let begin = std::time::Instant::now();
+    let out = run(
+        &mut c,
+        "iso-debian",
+        &[
+            "sh",
+            "-c",
+            "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends curl && curl --version",
+        ],
+    )
+    .await;
+    let text = out.stdout_str();
+    println!(
+        "apt-get install curl: exit {:?} in {:.1} s; {}",
+        out.exit.code,
+        begin.elapsed().as_secs_f64(),
+        text.lines().find(|l| l.starts_with("curl ")).unwrap_or("")
+    );
+    assert_eq!(
+        out.exit.code,
+        Some(0),
+        "{}\n{}",
+        text,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let users = sh(
+        &mut c,
+        "iso-debian",
+        "useradd -m alice && su alice -c 'id -un; touch ~/mine' && stat -c '%U:%G' /home/alice/mine \
+         && chown alice:alice /srv && stat -c '%U:%G' /srv && su -s /bin/sh nobody -c 'id -u'",
+    )
+    .await;
+    println!("{}", users.split_whitespace().collect::<Vec<_>>().join(" "));
+    assert_eq!(
+        users.split_whitespace().collect::<Vec<_>>(),
+        ["alice", "alice:alice", "alice:alice", "65534"]
+    );
+}
+
+/// Boxes of one image share its one unpacked copy: each adds only its own
+/// writes, sees none of another's, and removing it leaves the image and the
+/// others as they were.
+#[tokio::test(flavor = "multi_thread")]
+async fn boxes_share_one_read_only_image_and_keep_their_own_writes() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    up(&mut c, "cow-a", busybox_spec()).await;
+    up(&mut c, "cow-b", busybox_spec()).await;
+    let info = |b: &v1::BoxInfo| (b.name.clone(), b.disk_bytes);
+    let fresh: Vec<_> = list(&mut c).await.iter().map(info).collect();
+    println!("fresh boxes on disk: {fresh:?}");
+    for (name, bytes) in &fresh {
+        let bytes = bytes.unwrap_or_else(|| panic!("{name}: no disk usage"));
+        assert!(bytes < 1 << 20, "{name} adds {bytes} bytes");
+    }
+    sh(&mut c, "cow-a", "echo mine > /etc/motd && rm /bin/ls && mkdir -p /data && head -c 1048576 /dev/zero > /data/blob").await;
+    // b sees the image as it was.
+    assert_eq!(
+        sh(&mut c, "cow-b", "cat /etc/motd 2>/dev/null; ls /bin/ls")
+            .await
+            .trim(),
+        "/bin/ls"
+    );
+    let a = list(&mut c)
+        .await
+        .into_iter()
+        .find(|b| b.name == "cow-a")
+        .unwrap();
+    println!("cow-a after writing 1 MiB: {:?} bytes", a.disk_bytes);
+    assert!(a.disk_bytes.unwrap() >= 1 << 20);
+    // The writes survive a stop and a daemon restart.
+    let mut d = d;
+    d.restart();
+    let mut c = d.client().await;
+    start(&mut c, "cow-a").await;
+    assert_eq!(
+        sh(
+            &mut c,
+            "cow-a",
+            "cat /etc/motd; ls /bin/ls 2>&1 | grep -c 'No such'"
+        )
+        .await,
+        "mine\n1\n"
+    );
+    // Removing a leaves the image cache and b whole.
+    let images = std::fs::read_dir(d.home.join("images")).unwrap().count();
+    c.remove_box(v1::RemoveBoxRequest {
+        name: "cow-a".into(),
+        force: true,
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        std::fs::read_dir(d.home.join("images")).unwrap().count(),
+        images
+    );
+    start(&mut c, "cow-b").await;
+    assert_eq!(sh(&mut c, "cow-b", "ls /bin/ls").await.trim(), "/bin/ls");
 }

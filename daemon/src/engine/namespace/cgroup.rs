@@ -93,7 +93,12 @@ impl Cgroups {
                 .next()
                 .unwrap_or("/");
             let base = mount.join(path.trim_start_matches('/')).join("boxd");
-            match std::fs::create_dir_all(&base) {
+            // Writable here means a box's group can be made in it.
+            let probe = base.join(format!("probe-{}", std::process::id()));
+            let made = std::fs::create_dir_all(&base)
+                .and_then(|()| std::fs::create_dir(&probe))
+                .and_then(|()| std::fs::remove_dir(&probe));
+            match made {
                 Ok(()) => bases.push((controller, base)),
                 Err(e) => why.push(format!("{}: {e}", base.display())),
             }
