@@ -45,9 +45,12 @@ test: build
 # Faults (a SIGKILLed daemon, killed clients, a full disk, stale files, a
 # box's init killed), load, hostile input and the namespace engine's
 # isolation, one test at a time, printing what each observed
-# (docs/reliability.md). LOAD_EXECS sets the sequential-exec run (10000).
+# (docs/reliability.md); then, when run as root, the isolation suite again
+# as an ordinary user with a boxd of its own (scripts/isolation-as-user.sh).
+# LOAD_EXECS sets the sequential-exec run (10000).
 faults: build
 	$(CARGO) test -p boxd-tests --test faults --test load --test hostile --test isolation -- --test-threads 1 --nocapture
+	@scripts/isolation-as-user.sh
 
 bench: deps
 	$(CARGO) build --release --workspace --bins

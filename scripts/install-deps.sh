@@ -11,6 +11,8 @@ have busybox && busybox --help >/dev/null 2>&1 || need+=(busybox-static)
 have cc || need+=(gcc)
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || [ -e /usr/lib/aarch64-linux-gnu/libc.a ] || [ -e /usr/lib/libc.a ] || need+=(libc6-dev)
 have setpriv || need+=(util-linux)
+# newuidmap/newgidmap: boxes of an unprivileged boxd get its subordinate ids.
+have newuidmap || need+=(uidmap)
 have pgrep || need+=(procps)
 have cp || need+=(coreutils)
 have protoc || need+=(protobuf-compiler)

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs the isolation suite (tests/tests/isolation.rs) as an ordinary user,
+# against a boxd of that user: what a person who installs boxd for
+# themselves gets. Run as root (`make faults` does, when it runs as root);
+# it makes the user `boxd-ci` (with a subordinate id range, as useradd
+# gives one) if missing, and copies what the suite needs where that user
+# can read it, since the checkout may sit in a private directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+user=${BOXD_CI_USER:-boxd-ci}
+if [ "$(id -u)" -ne 0 ]; then
+  echo "isolation-as-user: needs root (to make the user and switch to it); skipped" >&2
+  exit 0
+fi
+if ! id "$user" >/dev/null 2>&1; then
+  useradd -m -s /bin/sh "$user"
+fi
+grep -q "^$user:" /etc/subuid 2>/dev/null || usermod --add-subuids 300000-365535 "$user"
+grep -q "^$user:" /etc/subgid 2>/dev/null || usermod --add-subgids 300000-365535 "$user"
+
+cargo=${CARGO:-cargo}
+bin=$($cargo test -p boxd-tests --test isolation --no-run --message-format=json 2>/dev/null |
+  python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "isolation" and m.get("executable"):
+        print(m["executable"])')
+profile=$(dirname "$(dirname "$bin")")
+target=$(dirname "$profile")
+node=$(scripts/node-image.sh)
+
+# The suite finds its binaries and images next to itself.
+stage=$(mktemp -d /var/tmp/boxd-isolation-XXXXXX)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/target/debug/deps" "$stage/target/test-images"
+cp "$bin" "$stage/target/debug/deps/isolation"
+cp "$profile/boxd" "$profile/boxctl" "$profile/harness-box-exec" "$stage/target/debug/"
+# The busybox layout and the probes exist once the suite ran as root.
+cp -a "$target/test-images/busybox" "$target/test-images/probes" "$stage/target/test-images/"
+cp -a "$node" "$stage/node"
+chmod -R a+rX "$stage"
+chmod 755 "$stage"
+
+echo "isolation suite as $user (uid $(id -u "$user")):"
+cd /tmp
+runuser -u "$user" -- env -i PATH="$PATH" HOME="$(getent passwd "$user" | cut -d: -f6)" \
+  RUST_LOG="${RUST_LOG:-warn}" BOXD_NODE_IMAGE="$stage/node" \
+  "$stage/target/debug/deps/isolation" --test-threads 1 --nocapture
