@@ -64,8 +64,10 @@ struct Target {
 }
 
 impl NamespaceEngine {
-    /// Finds bubblewrap and prepares the image cache under `home`.
-    pub fn new(home: &Path) -> Result<NamespaceEngine> {
+    /// Finds bubblewrap and prepares the image cache under `home`, whose
+    /// unpacks and imports run under `limits` (`max-image-size`, and the
+    /// daemon's stop signal).
+    pub fn new(home: &Path, limits: crate::image::ImageLimits) -> Result<NamespaceEngine> {
         let bwrap = find_bwrap().ok_or_else(|| {
             Error::FailedPrecondition(
                 "bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install bubblewrap)".into(),
@@ -102,7 +104,7 @@ impl NamespaceEngine {
         Ok(NamespaceEngine {
             info,
             bwrap,
-            images: LocalImages::new(home.join("images")),
+            images: LocalImages::new(home.join("images"), limits),
             running: Arc::default(),
             ended_tx,
             ended_rx: Mutex::new(Some(ended_rx)),
