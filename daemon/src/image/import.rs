@@ -37,6 +37,8 @@ use super::{
 };
 
 const REF_NAME: &str = "org.opencontainers.image.ref.name";
+/// How many left-out entries (links, special files) are remembered for errors.
+const MAX_SKIPPED: usize = 4096;
 const CONTAINERD_NAME: &str = "io.containerd.image.name";
 
 /// The name a layout gives itself: a full reference in its index's
@@ -320,19 +322,20 @@ fn unpack(
         if rel.as_os_str().is_empty() {
             continue;
         }
-        let wrote = match entry.header().entry_type() {
+        let kind = entry.header().entry_type();
+        let wrote = match kind {
             EntryType::Directory => make_dirs(root, &rel).map(drop),
             EntryType::Regular | EntryType::Continuous => write_file(root, &rel, &mut entry),
-            EntryType::Symlink => {
-                skipped.insert(rel, "a symbolic link");
-                Ok(())
-            }
-            EntryType::Link => {
-                skipped.insert(rel, "a hard link");
-                Ok(())
-            }
             _ => {
-                skipped.insert(rel, "a special file");
+                // Never created; remembered (so many) only to explain a refusal.
+                if skipped.len() < MAX_SKIPPED {
+                    let what = match kind {
+                        EntryType::Symlink => "a symbolic link",
+                        EntryType::Link => "a hard link",
+                        _ => "a special file",
+                    };
+                    skipped.insert(rel, what);
+                }
                 Ok(())
             }
         };
