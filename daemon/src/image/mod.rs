@@ -2136,6 +2136,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_cap_counts_headers_and_data() {
+        // One file of 1 MiB + 1 byte: a 512-byte header, and data rounded up to 512.
+        let counted = 512 + (1 << 20) + 512;
+        let layer = zeros_layer("f", (1 << 20) + 1);
+        let (f, _) = fixture_with(counted);
+        let (layout, _) = layout_of_blobs(f.dir.path(), &[(TAR_GZIP, layer.clone())]);
+        f.store.load_layout(&layout).await.unwrap();
+        let (f, _) = fixture_with(counted - 1);
+        let (layout, _) = layout_of_blobs(f.dir.path(), &[(TAR_GZIP, layer)]);
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
+        assert!(reason.contains("max-image-size"), "{reason}");
+        assert_nothing_cached(&f);
+    }
+
+    #[tokio::test]
     async fn many_empty_entries_count_their_headers() {
         // 20,000 empty files: no data, 10 MB of tar headers.
         let (f, _) = fixture_with(4 << 20);
@@ -2199,6 +2214,52 @@ mod tests {
             Ok(_) => panic!("loaded after cancel"),
         }
         assert_nothing_cached(&f);
+    }
+
+    #[test]
+    fn unpacking_stops_when_cancelled() {
+        // Between entries (the guard) and inside one (the guarded reader).
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = zeros_layer("big", 8 << 20);
+        let (_, paths) = layout_of_blobs(dir.path(), &[(TAR_GZIP, bytes.clone())]);
+        let cancel = CancellationToken::new();
+        let limits = ImageLimits {
+            max_size: 0,
+            cancel: cancel.clone(),
+        };
+        let layer = LayerBlob {
+            path: paths[1].clone(),
+            digest: "sha256:test".into(),
+            media_type: TAR_GZIP,
+            size: bytes.len() as u64,
+            limits: &limits,
+            below: 0,
+        };
+        let rootfs = dir.path().join("rootfs");
+        fs::create_dir(&rootfs).unwrap();
+        let mut guard = TarGuard::new(&limits, 0);
+        let mut archive = layer.open(&guard).unwrap();
+        let mut entries = archive.entries().unwrap();
+        let mut entry = guard.next(&mut entries).unwrap().unwrap();
+        let mut buf = [0u8; 4096];
+        entry.read_exact(&mut buf).unwrap();
+        cancel.cancel();
+        let e = entry.read_exact(&mut buf).unwrap_err();
+        assert!(matches!(
+            layer.error("cannot unpack big", e),
+            ImageError::Stopped
+        ));
+        assert!(matches!(
+            guard.next(&mut entries),
+            Some(Err(TarStop::Stopped))
+        ));
+        assert!(matches!(layer.scan_whiteouts(), Err(ImageError::Stopped)));
+        let mut mtimes = HashMap::new();
+        assert!(matches!(
+            layer.extract(&rootfs, &mut mtimes),
+            Err(ImageError::Stopped)
+        ));
+        assert!(!rootfs.join("big").exists());
     }
 
     #[test]
