@@ -58,10 +58,11 @@ bench: deps
 	$(CARGO) bench --workspace --bench pull
 
 # Fuzz the JSONL line reader/request parser, the output encoder, request
-# validation and the namespace engine's bubblewrap translation (cargo-fuzz
+# validation, the namespace engine's bubblewrap translation, `docker save`
+# import and layer unpacking (cargo-fuzz
 # on the stable toolchain; FUZZ_SECONDS per target, FUZZ_TARGETS to pick).
 FUZZ_SECONDS ?= 300
-FUZZ_TARGETS ?= jsonl_request jsonl_output box_request bwrap_args
+FUZZ_TARGETS ?= jsonl_request jsonl_output box_request bwrap_args image_import layer_unpack
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && for t in $(FUZZ_TARGETS); do \

@@ -24,6 +24,72 @@ pub struct File {
     /// The most boxes this daemon holds at once; creates beyond it are
     /// refused (0: no limit).
     pub max_boxes: Option<usize>,
+    /// The most bytes one image may unpack to: a number of bytes, or a
+    /// string such as `"32G"` (0: no limit).
+    pub max_image_size: Option<Size>,
+}
+
+/// A size in the file: a number of bytes, or a string with a binary unit
+/// (`"512M"`, `"32G"`, `"32GiB"`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Size(pub u64);
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Size, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bytes(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bytes(n) => Ok(Size(n)),
+            Raw::Text(s) => parse_size(&s).map(Size).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// The default `max-image-size`: 32 GiB. Far above any image people run
+/// (the Node test image unpacks to 272 MB, large CUDA images to 10-20 GB),
+/// far below what fills a disk by surprise: a gzip layer of a few MiB can
+/// expand to terabytes.
+pub const DEFAULT_MAX_IMAGE_SIZE: u64 = 32 << 30;
+
+/// Parses `1234`, `512K`, `512M`, `32G`, `1T` (binary units; `KiB`/`KB`
+/// and lower case too).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| {
+        format!("invalid size {text:?}: expected a number of bytes or e.g. 512M, 32G")
+    })?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => {
+            return Err(format!(
+                "invalid size {text:?}: the unit must be K, M, G or T"
+            ));
+        }
+    };
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("invalid size {text:?}: too large"))
+}
+
+/// A size for people: `32 GiB` when it is a whole number of a binary unit,
+/// else bytes.
+pub fn format_size(bytes: u64) -> String {
+    for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes} bytes")
 }
 
 /// The default `max-boxes`: generous for people, a wall for a runaway
@@ -39,6 +105,8 @@ pub struct Settings {
     pub engine: String,
     pub idle_exit: u64,
     pub max_boxes: usize,
+    /// Bytes; 0: no limit.
+    pub max_image_size: u64,
     /// Where the file was read from, if one was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_file: Option<PathBuf>,
@@ -109,5 +177,34 @@ mod tests {
                 .contains("invalid configuration")
         );
         assert!(load(Some(&dir.path().join("missing.toml"))).is_err());
+    }
+
+    #[test]
+    fn sizes_parse_as_bytes_or_with_units() {
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("1234"), Ok(1234));
+        assert_eq!(parse_size("512K"), Ok(512 << 10));
+        assert_eq!(parse_size("16m"), Ok(16 << 20));
+        assert_eq!(parse_size("32G"), Ok(32 << 30));
+        assert_eq!(parse_size("32 GiB"), Ok(32 << 30));
+        assert_eq!(parse_size("1T"), Ok(1 << 40));
+        assert!(parse_size("12X").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("99999999999T").is_err());
+        assert_eq!(format_size(32 << 30), "32 GiB");
+        assert_eq!(format_size(16 << 20), "16 MiB");
+        assert_eq!(format_size(1000), "1000 bytes");
+
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("config.toml");
+        std::fs::write(&f, "max-image-size = \"8G\"\n").unwrap();
+        assert_eq!(
+            load(Some(&f)).unwrap().0.max_image_size,
+            Some(Size(8 << 30))
+        );
+        std::fs::write(&f, "max-image-size = 4096\n").unwrap();
+        assert_eq!(load(Some(&f)).unwrap().0.max_image_size, Some(Size(4096)));
+        std::fs::write(&f, "max-image-size = \"lots\"\n").unwrap();
+        assert!(load(Some(&f)).unwrap_err().contains("invalid size"));
     }
 }

@@ -89,6 +89,7 @@ impl From<crate::image::ImageError> for Error {
             ImageError::Denied(m) => Error::FailedPrecondition(m),
             ImageError::Registry(m) => Error::Engine(m),
             ImageError::InUse(m) => Error::FailedPrecondition(m),
+            ImageError::Stopped => Error::Engine(e.to_string()),
         }
     }
 }

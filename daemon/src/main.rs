@@ -42,6 +42,10 @@ struct Cli {
     /// (0: no limit) [default: 1000].
     #[arg(long, env = "BOXD_MAX_BOXES", value_name = "N")]
     max_boxes: Option<usize>,
+    /// The most one image may unpack to (bytes, or 512M, 32G...); an image
+    /// or imported archive beyond it is refused (0: no limit) [default: 32G].
+    #[arg(long, env = "BOXD_MAX_IMAGE_SIZE", value_name = "SIZE", value_parser = config::parse_size)]
+    max_image_size: Option<u64>,
     /// The configuration file [default: $XDG_CONFIG_HOME/boxd/config.toml].
     #[arg(long, env = "BOXD_CONFIG", value_name = "PATH")]
     config: Option<PathBuf>,
@@ -74,6 +78,10 @@ fn settings(cli: &Cli) -> Result<config::Settings, String> {
             .max_boxes
             .or(file.max_boxes)
             .unwrap_or(config::DEFAULT_MAX_BOXES),
+        max_image_size: cli
+            .max_image_size
+            .or(file.max_image_size.map(|s| s.0))
+            .unwrap_or(config::DEFAULT_MAX_IMAGE_SIZE),
         config_file: from,
     })
 }
@@ -169,7 +177,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(settings, inherited)) {
+    let result = runtime.block_on(run(settings, inherited));
+    // Dropping the runtime would wait for every blocking task, however long
+    // (an image being hashed or unpacked, a read that never returns):
+    // image work was told to stop, and what has not stopped by now is
+    // abandoned with the process.
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
@@ -202,7 +216,13 @@ async fn run(
             "boxd runs as root: boxes run as unprivileged host ids, never as host root, but run boxd as the user whose boxes they are where you can (boxctl doctor)"
         );
     }
-    let engine = select_engine(EngineChoice::parse(&settings.engine), &paths).await?;
+    // Cancelled at shutdown; image work in blocking threads stops with it.
+    let shutdown = CancellationToken::new();
+    let limits = boxd::image::ImageLimits {
+        max_size: settings.max_image_size,
+        cancel: shutdown.child_token(),
+    };
+    let engine = select_engine(EngineChoice::parse(&settings.engine), &paths, limits).await?;
     let info = engine.info();
     tracing::info!(engine = info.name, version = %info.version, isolation = info.isolation.as_str(), "engine ready");
     let registry = Arc::new(
@@ -223,8 +243,6 @@ async fn run(
             .await
             .map_err(|e| e.to_string())?,
     };
-    let shutdown = CancellationToken::new();
-
     let service = service::Service {
         registry: registry.clone(),
         execs: execs.clone(),
@@ -280,9 +298,13 @@ async fn run(
 
 /// `auto`: BoxLite where the preflight says a VM can boot (and its runtime
 /// opens), the namespace engine otherwise, saying why.
-async fn select_engine(choice: EngineChoice, paths: &Paths) -> Result<Arc<dyn Engine>, String> {
+async fn select_engine(
+    choice: EngineChoice,
+    paths: &Paths,
+    limits: boxd::image::ImageLimits,
+) -> Result<Arc<dyn Engine>, String> {
     let namespace = async |why: Option<String>| -> Result<Arc<dyn Engine>, String> {
-        let engine = engine::namespace::NamespaceEngine::new(&paths.home)
+        let engine = engine::namespace::NamespaceEngine::new(&paths.home, limits.clone())
             .await
             .map_err(|e| e.to_string())?;
         let engine: Arc<dyn Engine> = Arc::new(match why {

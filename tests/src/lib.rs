@@ -87,7 +87,11 @@ pub fn probes() -> PathBuf {
     let Ok(entries) = std::fs::read_dir(&sources) else {
         // A copy of the suite run elsewhere (scripts/isolation-as-user.sh)
         // brings its probes along, built.
-        assert!(dir.join("sockprobe").is_file(), "no probes in {}", dir.display());
+        assert!(
+            dir.join("sockprobe").is_file(),
+            "no probes in {}",
+            dir.display()
+        );
         return dir;
     };
     for entry in entries {

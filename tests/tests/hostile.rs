@@ -970,3 +970,447 @@ mod socket_trust {
         assert!(seen.bytes.is_empty(), "{}", seen.describe());
     }
 }
+
+// ---------------------------------------------------------------------------
+// Hostile images: `docker save` archives that reach for host files, layouts
+// whose blobs are not files, a gzip bomb against `max-image-size`, and a
+// daemon stopped while a create is stuck on a bad image. Each prints what it
+// observed. Rerun: `cargo test -p boxd-tests --test hostile hostile_images
+// -- --test-threads 1 --nocapture`.
+// ---------------------------------------------------------------------------
+
+mod hostile_images {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::MetadataExt;
+    use std::path::{Path, PathBuf};
+    use std::time::{Duration, Instant};
+
+    use boxd_client::tonic::Code;
+    use boxd_tests::*;
+    use serde_json::{Value, json};
+    use sha2::{Digest, Sha256};
+
+    const LAYER: &str = "application/vnd.oci.image.layer.v1.tar";
+    const LAYER_GZIP: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+
+    fn hex_sha256(bytes: &[u8]) -> String {
+        hex::encode(Sha256::digest(bytes))
+    }
+
+    /// Stores a blob in `layout` and returns its descriptor.
+    fn blob(layout: &Path, media_type: &str, bytes: &[u8]) -> Value {
+        let hex = hex_sha256(bytes);
+        let dir = layout.join("blobs/sha256");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(&hex), bytes).unwrap();
+        json!({"mediaType": media_type, "digest": format!("sha256:{hex}"), "size": bytes.len()})
+    }
+
+    /// A layout of one image: `layers` are `(media type, blob bytes)`.
+    /// Returns the layout and each blob's path (config first, then layers).
+    fn layout(dir: &Path, layers: &[(&str, Vec<u8>)]) -> (PathBuf, Vec<PathBuf>) {
+        let layout = dir.join("layout");
+        std::fs::create_dir_all(&layout).unwrap();
+        let mut descs = Vec::new();
+        for (media, bytes) in layers {
+            descs.push(blob(&layout, media, bytes));
+        }
+        let config = json!({
+            "architecture": image::host_arch(), "os": "linux",
+            "config": {"Env": ["PATH=/bin"], "Cmd": ["sh"]},
+            "rootfs": {"type": "layers", "diff_ids": []},
+        });
+        let config = blob(
+            &layout,
+            "application/vnd.oci.image.config.v1+json",
+            &serde_json::to_vec(&config).unwrap(),
+        );
+        let manifest = json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": config, "layers": descs,
+        });
+        let manifest = blob(
+            &layout,
+            "application/vnd.oci.image.manifest.v1+json",
+            &serde_json::to_vec(&manifest).unwrap(),
+        );
+        std::fs::write(
+            layout.join("oci-layout"),
+            r#"{"imageLayoutVersion":"1.0.0"}"#,
+        )
+        .unwrap();
+        let index = json!({"schemaVersion": 2, "manifests": [manifest]});
+        std::fs::write(layout.join("index.json"), index.to_string()).unwrap();
+        let path_of = |d: &Value| {
+            layout
+                .join("blobs/sha256")
+                .join(&d["digest"].as_str().unwrap()[7..])
+        };
+        let mut paths = vec![path_of(&config)];
+        paths.extend(descs.iter().map(path_of));
+        (layout, paths)
+    }
+
+    fn spec(image: &Path) -> v1::BoxSpec {
+        v1::BoxSpec {
+            image: image.to_string_lossy().into_owned(),
+            ..Default::default()
+        }
+    }
+
+    /// Tries a create, bounded by `limit`; returns the refusal and how long it took.
+    async fn create_err(
+        c: &mut Client,
+        name: &str,
+        image: &Path,
+        limit: Duration,
+    ) -> (boxd_client::tonic::Status, Duration) {
+        let begin = Instant::now();
+        let r = tokio::time::timeout(
+            limit,
+            c.create_box(v1::CreateBoxRequest {
+                name: name.into(),
+                spec: Some(spec(image)),
+            }),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("create {name} still running after {limit:?}"));
+        match r {
+            Ok(r) => panic!("{name} was created: {:?}", r.into_inner()),
+            Err(s) => (s, begin.elapsed()),
+        }
+    }
+
+    /// The unpacked images and unpacks in progress under the daemon's home.
+    fn cache_entries(home: &Path) -> Vec<String> {
+        let Ok(dir) = std::fs::read_dir(home.join("images")) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = dir
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.len() == 64 || n.starts_with("tmp-"))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// One tar entry for a hand-made archive.
+    enum Entry<'a> {
+        File(&'a str, &'a [u8]),
+        Symlink(&'a str, &'a str),
+        Hardlink(&'a str, &'a str),
+    }
+
+    /// A tar archive with the entries' names written verbatim (absolute
+    /// and `..` paths get through).
+    fn archive(entries: &[Entry]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for e in entries {
+            let mut h = tar::Header::new_gnu();
+            let (name, kind, data): (&str, tar::EntryType, &[u8]) = match e {
+                Entry::File(n, d) => (n, tar::EntryType::Regular, d),
+                Entry::Symlink(n, t) => {
+                    h.set_link_name(t).unwrap();
+                    (n, tar::EntryType::Symlink, &[])
+                }
+                Entry::Hardlink(n, t) => {
+                    h.set_link_name(t).unwrap();
+                    (n, tar::EntryType::Link, &[])
+                }
+            };
+            h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+            h.set_entry_type(kind);
+            h.set_mode(0o644);
+            h.set_size(data.len() as u64);
+            h.set_cksum();
+            b.append(&h, data).unwrap();
+        }
+        b.into_inner().unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn image_import_of_hostile_archives_leaves_host_files_alone() {
+        let d = Daemon::start();
+        let host = tempfile::tempdir().unwrap();
+        let canary = host.path().join("canary");
+        std::fs::write(&canary, "precious").unwrap();
+        let ino = std::fs::metadata(&canary).unwrap().ino();
+        let dir = host.path().to_str().unwrap().to_owned();
+        let canary_s = canary.to_str().unwrap().to_owned();
+        let manifest = |config: &str| {
+            json!([{"Config": config, "RepoTags": ["hostile/x:1"], "Layers": []}]).to_string()
+        };
+        let through_dir = manifest("d/canary");
+        let via_link = manifest("c.json");
+        let absolute = manifest(&canary_s);
+        let climbing = manifest(&format!("../../../../../../..{canary_s}"));
+        let planted = format!("{dir}/planted");
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            (
+                "a symlinked directory and a manifest path through it",
+                archive(&[
+                    Entry::Symlink("d", &dir),
+                    Entry::File("manifest.json", through_dir.as_bytes()),
+                ]),
+            ),
+            (
+                "a hard link to a host file named as the config",
+                archive(&[
+                    Entry::Hardlink("c.json", &canary_s),
+                    Entry::File("manifest.json", via_link.as_bytes()),
+                ]),
+            ),
+            (
+                "a symlink to a host file named as the config",
+                archive(&[
+                    Entry::Symlink("c.json", &canary_s),
+                    Entry::File("manifest.json", via_link.as_bytes()),
+                ]),
+            ),
+            (
+                "an absolute config path",
+                archive(&[Entry::File("manifest.json", absolute.as_bytes())]),
+            ),
+            (
+                "a climbing config path",
+                archive(&[Entry::File("manifest.json", climbing.as_bytes())]),
+            ),
+            (
+                "an entry with an absolute path",
+                archive(&[
+                    Entry::File(&planted, b"planted"),
+                    Entry::File("manifest.json", through_dir.as_bytes()),
+                ]),
+            ),
+        ];
+        let work = tempfile::tempdir().unwrap();
+        for (i, (what, bytes)) in cases.iter().enumerate() {
+            let tarball = work.path().join(format!("hostile-{i}.tar"));
+            std::fs::write(&tarball, bytes).unwrap();
+            let out = d
+                .boxctl()
+                .args(["image", "import"])
+                .arg(&tarball)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+            println!("import of {what}: exit {:?}, {err}", out.status.code());
+            assert!(!out.status.success(), "{what}: imported");
+            assert!(
+                err.contains("not a regular file of the archive") || err.contains("outside"),
+                "{what}: {err}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(&canary).ok().as_deref(),
+                Some("precious"),
+                "{what}: the canary was moved or changed"
+            );
+            assert_eq!(std::fs::metadata(&canary).unwrap().ino(), ino, "{what}");
+            assert!(!Path::new(&planted).exists(), "{what}: planted a file");
+        }
+        let mut names: Vec<_> = std::fs::read_dir(host.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["canary"]);
+        let ls = d.boxctl().args(["image", "ls"]).output().unwrap();
+        let ls = String::from_utf8_lossy(&ls.stdout).into_owned();
+        assert!(!ls.contains("hostile"), "{ls}");
+        println!("canary intact (same inode, same bytes); no image recorded");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn layouts_whose_blobs_are_not_files_are_refused_fast() {
+        let d = Daemon::start();
+        let mut c = d.client().await;
+        let dir = tempfile::tempdir().unwrap();
+        let layer = image::file_layer("hello", b"hi\n");
+
+        // The layer blob a symlink to /dev/zero (its descriptor says 1 MiB).
+        let (zero, paths) = layout(&dir.path().join("zero"), &[(LAYER, layer.clone())]);
+        std::fs::remove_file(&paths[1]).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &paths[1]).unwrap();
+        let (s, took) = create_err(&mut c, "zero", &zero, Duration::from_secs(20)).await;
+        println!(
+            "layer blob → /dev/zero: {:?} in {took:.2?}: {}",
+            s.code(),
+            s.message()
+        );
+        assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
+        assert!(s.message().contains("symbolic link"), "{}", s.message());
+        assert!(took < Duration::from_secs(5), "{took:?}");
+
+        // The config blob a symlink to a host file holding exactly its bytes
+        // (so its digest matches): still refused.
+        let (hostcfg, paths) = layout(&dir.path().join("host"), &[(LAYER, layer.clone())]);
+        let outside = dir.path().join("outside-config.json");
+        std::fs::rename(&paths[0], &outside).unwrap();
+        std::os::unix::fs::symlink(&outside, &paths[0]).unwrap();
+        let (s, took) = create_err(&mut c, "hostcfg", &hostcfg, Duration::from_secs(20)).await;
+        println!(
+            "config blob → a host file with the right digest: {:?} in {took:.2?}: {}",
+            s.code(),
+            s.message()
+        );
+        assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
+        assert!(s.message().contains("symbolic link"), "{}", s.message());
+
+        // A blob larger than its descriptor says (the real layer, grown).
+        let (grown, paths) = layout(&dir.path().join("grown"), &[(LAYER, layer.clone())]);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&paths[1])
+            .unwrap();
+        f.write_all(&[0u8; 4096]).unwrap();
+        let (s, took) = create_err(&mut c, "grown", &grown, Duration::from_secs(20)).await;
+        println!(
+            "blob larger than declared: {:?} in {took:.2?}: {}",
+            s.code(),
+            s.message()
+        );
+        assert!(s.message().contains("larger than"), "{}", s.message());
+
+        // index.json a FIFO.
+        let (fifo, _) = layout(&dir.path().join("fifo"), &[(LAYER, layer)]);
+        std::fs::remove_file(fifo.join("index.json")).unwrap();
+        nix::unistd::mkfifo(
+            &fifo.join("index.json"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let (s, took) = create_err(&mut c, "fifo", &fifo, Duration::from_secs(20)).await;
+        println!(
+            "index.json a FIFO: {:?} in {took:.2?}: {}",
+            s.code(),
+            s.message()
+        );
+        assert!(s.message().contains("a FIFO"), "{}", s.message());
+        assert!(list(&mut c).await.is_empty());
+        assert_eq!(cache_entries(&d.home), Vec::<String>::new());
+    }
+
+    /// Starts creating `name` from `image`, SIGTERMs `d` two seconds later
+    /// and returns how long boxd took to exit.
+    async fn stop_during_create(d: &mut Daemon, name: &str, image: &Path) -> Duration {
+        let mut c = d.client().await;
+        let (name, image) = (name.to_owned(), image.to_path_buf());
+        let create = tokio::spawn(async move {
+            c.create_box(v1::CreateBoxRequest {
+                name,
+                spec: Some(spec(&image)),
+            })
+            .await
+        });
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let finished = create.is_finished();
+        // Daemon::stop blocks (and panics after 20 s): off the async threads.
+        let (status, took) = tokio::task::block_in_place(|| d.stop());
+        let outcome = create.await.unwrap();
+        println!(
+            "  create still running at SIGTERM: {}; boxd exited ({status}) {took:.2?} after SIGTERM; the create got {:?}",
+            !finished,
+            outcome
+                .map(|_| "created")
+                .map_err(|s| s.message().to_owned())
+        );
+        took
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn sigterm_during_a_create_stuck_on_a_bad_image_exits_promptly() {
+        let dir = tempfile::tempdir().unwrap();
+        let layer = image::file_layer("hello", b"hi\n");
+
+        // A FIFO as the layer blob: nothing ever writes to it.
+        let (fifo, paths) = layout(&dir.path().join("fifo"), &[(LAYER, layer.clone())]);
+        std::fs::remove_file(&paths[1]).unwrap();
+        nix::unistd::mkfifo(&paths[1], nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let mut d = Daemon::start();
+        println!("FIFO layer blob:");
+        let took = stop_during_create(&mut d, "fifo", &fifo).await;
+        assert!(took < Duration::from_secs(8), "{took:?}");
+
+        // A 1 TiB sparse layer blob, declared as such: hashing it takes
+        // minutes, and a stop must not wait for that.
+        let (huge, paths) = layout(&dir.path().join("huge"), &[(LAYER, layer)]);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&paths[1])
+            .unwrap();
+        f.set_len(1 << 40).unwrap();
+        drop(f);
+        let manifest_path = std::fs::read_dir(huge.join("blobs/sha256"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("\"layers\"")))
+            .unwrap();
+        // Re-declare the layer at its new size; the manifest's digest changes.
+        let mut manifest: Value =
+            serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+        manifest["layers"][0]["size"] = json!(1u64 << 40);
+        let desc = blob(
+            &huge,
+            "application/vnd.oci.image.manifest.v1+json",
+            &serde_json::to_vec(&manifest).unwrap(),
+        );
+        let index = json!({"schemaVersion": 2, "manifests": [desc]});
+        std::fs::write(huge.join("index.json"), index.to_string()).unwrap();
+        let mut d = Daemon::start();
+        println!("1 TiB sparse layer blob:");
+        let took = stop_during_create(&mut d, "huge", &huge).await;
+        assert!(took < Duration::from_secs(8), "{took:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_gzip_bomb_layer_is_refused_by_max_image_size() {
+        // 256 MiB of zeros in one file, gzipped.
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        {
+            let mut tar = tar::Builder::new(&mut gz);
+            let mut h = tar::Header::new_gnu();
+            h.set_size(256 << 20);
+            h.set_mode(0o644);
+            h.set_cksum();
+            tar.append_data(&mut h, "bomb", std::io::repeat(0).take(256 << 20))
+                .unwrap();
+            tar.finish().unwrap();
+        }
+        let bomb = gz.finish().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (layout, _) = layout(dir.path(), &[(LAYER_GZIP, bomb.clone())]);
+        let d = Daemon::with_env(
+            "namespace",
+            vec![("BOXD_MAX_IMAGE_SIZE".into(), "16M".into())],
+        );
+        let mut c = d.client().await;
+        let (s, took) = create_err(&mut c, "bomb", &layout, Duration::from_secs(120)).await;
+        println!(
+            "a {} KiB gzip layer that unpacks to 256 MiB, max-image-size 16M: {:?} in {took:.2?}: {}",
+            bomb.len() / 1024,
+            s.code(),
+            s.message()
+        );
+        assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
+        assert!(s.message().contains("max-image-size"), "{}", s.message());
+        assert!(s.message().contains("16 MiB"), "{}", s.message());
+        assert_eq!(
+            cache_entries(&d.home),
+            Vec::<String>::new(),
+            "no cache entry left"
+        );
+        assert!(list(&mut c).await.is_empty());
+        println!("no cache entry, no box left");
+
+        // The setting shows in --print-config.
+        let out = std::process::Command::new(bin("boxd"))
+            .env("BOXD_MAX_IMAGE_SIZE", "16M")
+            .env("BOXD_CONFIG", "/dev/null")
+            .arg("--print-config")
+            .output()
+            .unwrap();
+        let printed = String::from_utf8_lossy(&out.stdout);
+        assert!(printed.contains("max-image-size = 16777216"), "{printed}");
+    }
+}

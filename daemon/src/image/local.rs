@@ -21,7 +21,7 @@ use boxd_proto::v1;
 use serde::{Deserialize, Serialize};
 
 use super::pull::{self, Blobs, Progress, Pulled};
-use super::{Image, ImageConfig, ImageError, ImageStore};
+use super::{Image, ImageConfig, ImageError, ImageLimits, ImageStore};
 
 /// `images.json`.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -67,6 +67,7 @@ impl Entry {
 
 pub struct LocalImages {
     root: PathBuf,
+    limits: ImageLimits,
     store: ImageStore,
     blobs: Blobs,
     catalog: tokio::sync::Mutex<Catalog>,
@@ -80,19 +81,17 @@ fn now_ms() -> i64 {
 }
 
 impl LocalImages {
-    pub fn new(root: PathBuf) -> LocalImages {
-        LocalImages::with_ownership(root, super::Ownership::default())
-    }
-
-    /// A store whose unpacked images are owned as `ownership` says (the
-    /// namespace engine's id map).
-    pub fn with_ownership(root: PathBuf, ownership: super::Ownership) -> LocalImages {
+    /// The images under `root`, unpacked and imported under `limits`,
+    /// their unpacked files owned as `ownership` says (the namespace
+    /// engine's id map).
+    pub fn new(root: PathBuf, limits: ImageLimits, ownership: super::Ownership) -> LocalImages {
         let catalog = std::fs::read(root.join("images.json"))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
         LocalImages {
-            store: ImageStore::with_ownership(root.clone(), ownership),
+            store: ImageStore::new(root.clone(), limits.clone(), ownership),
+            limits,
             blobs: Blobs::new(root.join("blobs")),
             catalog: tokio::sync::Mutex::new(catalog),
             pulls: Mutex::default(),
@@ -411,7 +410,8 @@ impl LocalImages {
         } else {
             let src = path.to_path_buf();
             let dest = staging.path().to_path_buf();
-            super::blocking(move || super::import::from_tarball(&src, &dest)).await?
+            let limits = self.limits.clone();
+            super::blocking(move || super::import::from_tarball(&src, &dest, &limits)).await?
         };
         let name = match reference
             .filter(|r| !r.is_empty())
@@ -433,17 +433,23 @@ impl LocalImages {
         let manifest_path = layout
             .join("blobs/sha256")
             .join(super::sha256_hex(&image.digest).unwrap_or_default());
-        let manifest_bytes = std::fs::read(&manifest_path)
-            .map_err(|e| ImageError::io(format!("read {}", manifest_path.display()), e))?;
+        // Read as every blob is (a regular file, bounded); checked again by `put`.
+        let (mut file, _) = super::open_blob(&manifest_path, &image.digest)?;
+        let manifest_bytes = super::files::read_bounded(&mut file, super::MAX_JSON_BLOB)
+            .map_err(|e| ImageError::io(format!("read {}", manifest_path.display()), e))?
+            .ok_or_else(|| ImageError::invalid(&manifest_path, "the manifest is too large"))?;
         let manifest: oci_spec::image::ImageManifest = serde_json::from_slice(&manifest_bytes)
             .map_err(|e| ImageError::invalid(&manifest_path, e.to_string()))?;
-        let mut to_copy = vec![manifest.config().digest().to_string()];
-        to_copy.extend(manifest.layers().iter().map(|l| l.digest().to_string()));
-        for d in &to_copy {
+        let mut to_copy = vec![manifest.config()];
+        to_copy.extend(manifest.layers());
+        for desc in to_copy {
+            let d = desc.digest().to_string();
             let src = layout
                 .join("blobs/sha256")
-                .join(super::sha256_hex(d).unwrap_or_default());
-            blobs.import_file(&src, d).await?;
+                .join(super::sha256_hex(&d).unwrap_or_default());
+            blobs
+                .import_file(&src, &d, desc.size(), &self.limits.cancel)
+                .await?;
         }
         blobs.put(&image.digest, &manifest_bytes).await?;
         let config_bytes = std::fs::read(blobs.path(manifest.config().digest().as_ref())?)

@@ -32,6 +32,22 @@
 //! writing *through* an absolute symlink is rejected rather than followed).
 //! Whiteouts and replacements never follow symlinks.
 //!
+//! Hostile layouts: `oci-layout`, `index.json` and every blob must be regular
+//! files, opened without following a symlink in their last component and
+//! without waiting on a FIFO, so a blob that is a symlink to `/dev/zero` or
+//! to a host file, a FIFO or a device is refused (see [`files`]; a layout's
+//! *directories* may be symlinks, as the daemon's own layouts' `blobs` is).
+//! Every read is bounded by what its descriptor declares (index.json and
+//! the oci-layout file by fixed bounds): a blob larger than declared is
+//! refused after reading one byte more than its size. The layers of an
+//! image may unpack to at most [`ImageLimits::max_size`] bytes
+//! (`max-image-size`), counted as the layers' uncompressed tar streams
+//! (headers included; a sparse file at its full length) and checked before
+//! an entry is written, and the tar reader may hold at most
+//! `MAX_TAR_EXTENSIONS` bytes of long names and PAX records per entry. Work
+//! in blocking threads stops at its next read once
+//! [`ImageLimits::cancel`] is cancelled (daemon shutdown).
+//!
 //! Not checked: the config's `rootfs.diff_ids` against the uncompressed layers
 //! (every blob is already verified against its digest).
 
@@ -47,7 +63,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub mod auth;
-mod import;
+mod files;
+pub mod import;
 pub mod local;
 pub mod owners;
 pub mod pull;
@@ -57,6 +74,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use tar::EntryType;
+use tokio_util::sync::CancellationToken;
+
+use files::Refused;
 
 pub use owners::{Owners, Ownership};
 
@@ -64,6 +84,12 @@ pub use owners::{Owners, Ownership};
 const MAX_INDEX_DEPTH: usize = 4;
 /// Largest JSON blob (index, manifest, config) read into memory.
 pub(crate) const MAX_JSON_BLOB: u64 = 16 << 20;
+/// Largest `oci-layout` file read.
+const MAX_LAYOUT_HEADER: u64 = 64 << 10;
+/// Most bytes of extension headers (GNU long names and long links, PAX
+/// records) the tar reader may consume before one entry: the tar crate
+/// holds them in memory, so a gzip bomb in a PAX header must stop early.
+const MAX_TAR_EXTENSIONS: u64 = 4 << 20;
 
 pub(crate) const MEDIA_OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 pub(crate) const MEDIA_OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -91,9 +117,41 @@ const ZSTD_UNSUPPORTED: &str = "zstd layers are not supported yet";
 const WHITEOUT_PREFIX: &[u8] = b".wh.";
 const OPAQUE_WHITEOUT: &[u8] = b".wh..wh..opq";
 
+/// The bounds on image work, shared by the store and the importer.
+#[derive(Debug, Clone)]
+pub struct ImageLimits {
+    /// The most bytes an image's layers (or an imported archive) may unpack
+    /// to (`max-image-size`; 0: no limit). See the module docs for what counts.
+    pub max_size: u64,
+    /// Cancelled when the daemon stops: image work running in blocking
+    /// threads (hashing, unpacking) ends at its next read.
+    pub cancel: CancellationToken,
+}
+
+impl Default for ImageLimits {
+    fn default() -> ImageLimits {
+        ImageLimits {
+            max_size: crate::config::DEFAULT_MAX_IMAGE_SIZE,
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+impl ImageLimits {
+    /// The error of a stream that unpacks past the cap; `what` is "image" or "archive".
+    pub(crate) fn too_large(&self, what: &str) -> String {
+        format!(
+            "the {what} unpacks to more than {} (max-image-size); raise `max-image-size` \
+             (boxd --max-image-size, BOXD_MAX_IMAGE_SIZE or the configuration file) if that is expected",
+            crate::config::format_size(self.max_size)
+        )
+    }
+}
+
 /// Caches unpacked images under a root directory (e.g. `HOME/images`).
 pub struct ImageStore {
     root: PathBuf,
+    limits: ImageLimits,
     /// One lock per manifest digest, so an image is unpacked (or pruned) by one task at a time.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// How many unpacks this store has run (diagnostics and tests).
@@ -153,10 +211,16 @@ pub enum ImageError {
     /// The image is in use and `force` was not given.
     #[error("{0}")]
     InUse(String),
+    /// The daemon is stopping: the work was cut short.
+    #[error("{}", files::STOPPING)]
+    Stopped,
 }
 
 impl ImageError {
     fn io(context: impl Into<String>, source: io::Error) -> ImageError {
+        if files::is_stopping(&source) {
+            return ImageError::Stopped;
+        }
         ImageError::Io {
             context: context.into(),
             source,
@@ -172,14 +236,12 @@ impl ImageError {
 }
 
 impl ImageStore {
-    pub fn new(root: PathBuf) -> ImageStore {
-        ImageStore::with_ownership(root, Ownership::default())
-    }
-
-    /// A store whose unpacked files are owned as `ownership` says.
-    pub fn with_ownership(root: PathBuf, ownership: Ownership) -> ImageStore {
+    /// A store under `root` whose unpacks run under `limits` and whose
+    /// unpacked files are owned as `ownership` says.
+    pub fn new(root: PathBuf, limits: ImageLimits, ownership: Ownership) -> ImageStore {
         ImageStore {
             root,
+            limits,
             locks: Mutex::default(),
             unpacks: AtomicUsize::new(0),
             ownership,
@@ -188,8 +250,8 @@ impl ImageStore {
 
     /// Resolve a layout directory to an unpacked image, unpacking it into the cache the first time.
     pub async fn load_layout(&self, layout: &Path) -> Result<Image, ImageError> {
-        let layout = layout.to_path_buf();
-        let resolved = blocking(move || Layout::open(&layout)?.resolve()).await?;
+        let (layout, limits) = (layout.to_path_buf(), self.limits.clone());
+        let resolved = blocking(move || Layout::open(&layout)?.limited(limits).resolve()).await?;
         let digest = resolved.digest.clone();
         let entry = self.entry_dir(&digest)?;
 
@@ -219,6 +281,7 @@ impl ImageStore {
                         layout.into(),
                         digest.clone().into(),
                         tag.into(),
+                        self.limits.max_size.to_string().into(),
                     ];
                     run(argv).await.map_err(|reason| {
                         ImageError::invalid(
@@ -373,6 +436,8 @@ struct Resolved {
 #[derive(Debug)]
 struct Layout {
     dir: PathBuf,
+    /// The cap and the stop signal for reading and unpacking it.
+    limits: ImageLimits,
 }
 
 /// Whether a descriptor points at an index or a manifest.
@@ -397,8 +462,8 @@ impl Layout {
             Err(e) => return Err(ImageError::io(format!("cannot stat {}", dir.display()), e)),
         }
         let header_path = dir.join("oci-layout");
-        let header =
-            read_optional(&header_path)?.ok_or_else(|| not_layout("no oci-layout file"))?;
+        let header = read_layout_file(&header_path, "oci-layout", MAX_LAYOUT_HEADER)?
+            .ok_or_else(|| not_layout("no oci-layout file"))?;
         let header: OciLayout = parse_json(&header_path, "oci-layout", &header)?;
         let version = header.image_layout_version();
         if !version.starts_with("1.") {
@@ -407,19 +472,26 @@ impl Layout {
                 format!("unsupported imageLayoutVersion {version:?} (expected 1.x)"),
             ));
         }
-        if !dir.join("index.json").is_file() {
+        // Only whether it is there: resolve() opens it, refusing anything but a regular file.
+        if fs::symlink_metadata(dir.join("index.json")).is_err() {
             return Err(not_layout("no index.json"));
         }
         Ok(Layout {
             dir: dir.to_path_buf(),
+            limits: ImageLimits::default(),
         })
+    }
+
+    /// The same layout, read and unpacked under `limits`.
+    fn limited(self, limits: ImageLimits) -> Layout {
+        Layout { limits, ..self }
     }
 
     /// Follows index.json (and nested indexes) to this host's manifest, and reads its config.
     fn resolve(self) -> Result<Resolved, ImageError> {
         let index_path = self.dir.join("index.json");
-        let bytes = fs::read(&index_path)
-            .map_err(|e| ImageError::io(format!("cannot read {}", index_path.display()), e))?;
+        let bytes = read_layout_file(&index_path, "index.json", MAX_JSON_BLOB)?
+            .ok_or_else(|| ImageError::invalid(&self.dir, "index.json is missing"))?;
         let index: ImageIndex = parse_json(&index_path, "index.json", &bytes)?;
         let mut entries = index.manifests().clone();
         let mut source = "index.json".to_owned();
@@ -512,32 +584,58 @@ impl Layout {
                 ),
             ));
         }
-        let bytes = read_optional(&path)?.ok_or_else(|| {
-            ImageError::invalid(&path, format!("blob {} is missing", desc.digest()))
-        })?;
+        let (mut file, _) = open_blob(&path, desc.digest().as_ref())?;
+        let bytes = files::read_bounded(&mut file, desc.size())
+            .map_err(|e| ImageError::io(format!("cannot read {}", path.display()), e))?
+            .ok_or_else(|| larger_than_declared(&path, desc))?;
         verify(&path, desc, bytes.len() as u64, &Sha256::digest(&bytes))?;
         Ok(bytes)
     }
 
-    /// Hashes a (possibly large) blob file and checks it against its descriptor.
+    /// Hashes a (possibly large) blob file and checks it against its
+    /// descriptor, reading at most one byte more than the descriptor's size.
     fn verify_blob_file(&self, desc: &Descriptor) -> Result<PathBuf, ImageError> {
         let path = self.blob_path(desc)?;
-        let mut file = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(ImageError::invalid(
-                    &path,
-                    format!("blob {} is missing", desc.digest()),
-                ));
-            }
-            Err(e) => return Err(ImageError::io(format!("cannot open {}", path.display()), e)),
-        };
-        let mut hasher = Sha256::new();
-        let size = io::copy(&mut file, &mut hasher)
+        let (mut file, meta) = open_blob(&path, desc.digest().as_ref())?;
+        if meta.len() > desc.size() {
+            return Err(larger_than_declared(&path, desc));
+        }
+        let (size, sha256) = files::hash_bounded(&mut file, desc.size(), &self.limits.cancel)
             .map_err(|e| ImageError::io(format!("cannot read {}", path.display()), e))?;
-        verify(&path, desc, size, &hasher.finalize())?;
+        if size > desc.size() {
+            return Err(larger_than_declared(&path, desc));
+        }
+        verify(&path, desc, size, &sha256)?;
         Ok(path)
     }
+}
+
+/// Opens a blob if it is a regular file (see [`files::open_regular`]).
+pub(crate) fn open_blob(path: &Path, digest: &str) -> Result<(File, fs::Metadata), ImageError> {
+    files::open_regular(path).map_err(|r| refused(path, &format!("blob {digest}"), r))
+}
+
+/// A refused image file as an error naming it.
+pub(crate) fn refused(path: &Path, what: &str, refusal: Refused) -> ImageError {
+    match refusal {
+        Refused::Missing => ImageError::invalid(path, format!("{what} is missing")),
+        Refused::NotRegular(kind) => ImageError::invalid(
+            path,
+            format!("{what} is {kind}, not a regular file; refusing it"),
+        ),
+        Refused::Io(e) => ImageError::io(format!("cannot open {}", path.display()), e),
+    }
+}
+
+fn larger_than_declared(path: &Path, desc: &Descriptor) -> ImageError {
+    ImageError::invalid(
+        path,
+        format!(
+            "blob {} is larger than the {} bytes its descriptor says; refusing it",
+            desc.digest(),
+            desc.size()
+        ),
+    )
 }
 
 /// Checks a blob's size and sha256 against its descriptor.
@@ -604,12 +702,27 @@ pub(crate) fn host_arch() -> &'static str {
     }
 }
 
-/// Reads a whole file, or `None` if it does not exist.
-fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, ImageError> {
-    match fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(ImageError::io(format!("cannot read {}", path.display()), e)),
+/// Reads a layout's own file (`oci-layout`, `index.json`) of at most
+/// `limit` bytes, or `None` if it does not exist. Anything but a regular
+/// file (a symlink, a FIFO, a device) is refused.
+pub(crate) fn read_layout_file(
+    path: &Path,
+    what: &str,
+    limit: u64,
+) -> Result<Option<Vec<u8>>, ImageError> {
+    let mut file = match files::open_regular(path) {
+        Ok((file, _)) => file,
+        Err(Refused::Missing) => return Ok(None),
+        Err(r) => return Err(refused(path, what, r)),
+    };
+    let bytes = files::read_bounded(&mut file, limit)
+        .map_err(|e| ImageError::io(format!("cannot read {}", path.display()), e))?;
+    match bytes {
+        Some(bytes) => Ok(Some(bytes)),
+        None => Err(ImageError::invalid(
+            path,
+            format!("{what} is larger than {limit} bytes; refusing it"),
+        )),
     }
 }
 
@@ -741,31 +854,47 @@ fn move_aside(root: &Path, entry: &Path) -> Result<Option<PathBuf>, ImageError> 
 /// The argument that selects [`unpack_helper_main`] in `main`.
 pub const UNPACK_HELPER_ARG: &str = "__unpack";
 
-/// `boxd __unpack ROOT DEST LAYOUT DIGEST TAG`: unpacks a layout's image
+/// `boxd __unpack ROOT DEST LAYOUT DIGEST TAG MAX-SIZE`: unpacks a layout's image
 /// into the cache entry `DEST` with the image's own owners
 /// ([`Owners::Keep`]). Run as box root by the store of an unprivileged
 /// daemon with a subordinate range (see [`owners`]).
 pub fn unpack_helper_main(args: Vec<std::ffi::OsString>) -> ! {
     let path = |i: usize| args.get(i).map(PathBuf::from);
-    let result = match (path(0), path(1), path(2), args.get(3), args.get(4)) {
-        (Some(root), Some(dest), Some(layout), Some(digest), Some(tag)) => Layout::open(&layout)
-            .and_then(Layout::resolve)
-            .and_then(|resolved| {
-                if resolved.digest.as_str() != digest {
-                    return Err(ImageError::invalid(
-                        &layout,
-                        "the layout changed while it was unpacked",
-                    ));
-                }
-                unpack_image(
-                    &root,
-                    &dest,
-                    &resolved,
-                    Owners::Keep,
-                    &tag.to_string_lossy(),
-                )
-            })
-            .map_err(|e| e.to_string()),
+    let max_size = args.get(5).and_then(|a| a.to_str()?.parse().ok());
+    let result = match (
+        path(0),
+        path(1),
+        path(2),
+        args.get(3),
+        args.get(4),
+        max_size,
+    ) {
+        (Some(root), Some(dest), Some(layout), Some(digest), Some(tag), Some(max_size)) => {
+            Layout::open(&layout)
+                .map(|l| {
+                    l.limited(ImageLimits {
+                        max_size,
+                        ..Default::default()
+                    })
+                })
+                .and_then(Layout::resolve)
+                .and_then(|resolved| {
+                    if resolved.digest.as_str() != digest {
+                        return Err(ImageError::invalid(
+                            &layout,
+                            "the layout changed while it was unpacked",
+                        ));
+                    }
+                    unpack_image(
+                        &root,
+                        &dest,
+                        &resolved,
+                        Owners::Keep,
+                        &tag.to_string_lossy(),
+                    )
+                })
+                .map_err(|e| e.to_string())
+        }
         _ => Err("bad helper arguments".into()),
     };
     match result {
@@ -822,6 +951,12 @@ struct LayerBlob<'a> {
     path: PathBuf,
     digest: String,
     media_type: &'a str,
+    /// The blob's size, as its (verified) descriptor says: no read goes past it.
+    size: u64,
+    /// The cap and the stop signal.
+    limits: &'a ImageLimits,
+    /// Bytes the layers below this one unpacked to (counted against the cap).
+    below: u64,
 }
 
 /// Flattens `layers` (bottom to top) into `rootfs`.
@@ -832,19 +967,23 @@ fn unpack_layers(
     owners: Owners,
 ) -> Result<(), ImageError> {
     let mut dir_mtimes = HashMap::new();
+    let mut unpacked = 0u64;
     for desc in layers {
         let media_type = desc.media_type().to_string();
         let layer = LayerBlob {
             path: layout.blob_path(desc)?,
             digest: desc.digest().to_string(),
             media_type: &media_type,
+            size: desc.size(),
+            limits: &layout.limits,
+            below: unpacked,
         };
         check_layer_media_type(&layer)?;
         layout.verify_blob_file(desc)?;
         let whiteouts = layer.scan_whiteouts()?;
         apply_whiteouts(rootfs, &whiteouts)
             .map_err(|e| layer.error("cannot apply whiteouts", e))?;
-        layer.extract(rootfs, &mut dir_mtimes, owners)?;
+        unpacked += layer.extract(rootfs, &mut dir_mtimes, owners)?;
     }
     restore_dir_mtimes(rootfs, &dir_mtimes);
     Ok(())
@@ -868,6 +1007,9 @@ impl LayerBlob<'_> {
     /// An error while reading or writing this layer: malformed data is `Invalid`, the rest `Io`.
     fn error(&self, what: &str, e: io::Error) -> ImageError {
         use io::ErrorKind::*;
+        if files::is_stopping(&e) {
+            return ImageError::Stopped;
+        }
         match e.kind() {
             Other | InvalidData | InvalidInput | UnexpectedEof => {
                 self.invalid(format!("{what}: {}", with_causes(&e)))
@@ -876,20 +1018,29 @@ impl LayerBlob<'_> {
         }
     }
 
-    /// Opens the layer as a tar stream, decompressing gzip (detected by its magic bytes).
-    fn open(&self) -> Result<tar::Archive<Box<dyn Read>>, ImageError> {
-        let file = File::open(&self.path)
-            .map_err(|e| ImageError::io(format!("cannot open {}", self.path.display()), e))?;
-        let mut reader = BufReader::new(file);
+    /// What a guarded tar stream stopped on, as this layer's error.
+    fn stopped(&self, stop: TarStop) -> ImageError {
+        match stop {
+            TarStop::Read(e) => self.error("cannot read tar", e),
+            TarStop::TooLarge => self.invalid(self.limits.too_large("image")),
+            TarStop::Stopped => ImageError::Stopped,
+        }
+    }
+
+    /// Opens the layer as a tar stream, decompressing gzip (detected by its
+    /// magic bytes), read through `guard` and never past the blob's size.
+    fn open(&self, guard: &TarGuard) -> Result<tar::Archive<Box<dyn Read>>, ImageError> {
+        let (file, _) = open_blob(&self.path, &self.digest)?;
+        let mut reader = BufReader::new(file.take(self.size));
         let head = reader
             .fill_buf()
             .map_err(|e| self.error("cannot read", e))?;
         let stream: Box<dyn Read> = if head.starts_with(GZIP_MAGIC) {
-            Box::new(flate2::read::MultiGzDecoder::new(reader))
+            guard.reader(flate2::read::MultiGzDecoder::new(reader))
         } else if head.starts_with(ZSTD_MAGIC) {
             return Err(self.invalid(ZSTD_UNSUPPORTED));
         } else {
-            Box::new(reader)
+            guard.reader(reader)
         };
         let mut archive = tar::Archive::new(stream);
         archive.set_preserve_permissions(true);
@@ -902,13 +1053,14 @@ impl LayerBlob<'_> {
 
     /// First pass: validates every entry path and collects the whiteouts.
     fn scan_whiteouts(&self) -> Result<Whiteouts, ImageError> {
-        let mut archive = self.open()?;
+        let mut guard = TarGuard::new(self.limits, self.below);
+        let mut archive = self.open(&guard)?;
         let mut whiteouts = Whiteouts::default();
-        let entries = archive
+        let mut entries = archive
             .entries()
             .map_err(|e| self.error("cannot read tar", e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| self.error("cannot read tar", e))?;
+        while let Some(entry) = guard.next(&mut entries) {
+            let entry = entry.map_err(|e| self.stopped(e))?;
             let rel = self.entry_path(&entry)?;
             let (Some(name), Some(parent)) = (rel.file_name(), rel.parent()) else {
                 continue;
@@ -930,18 +1082,20 @@ impl LayerBlob<'_> {
     }
 
     /// Second pass: extracts every entry except whiteouts and special files.
+    /// Returns the bytes the layer counted against the cap.
     fn extract(
         &self,
         rootfs: &Path,
         dir_mtimes: &mut HashMap<PathBuf, u64>,
         owners: Owners,
-    ) -> Result<(), ImageError> {
-        let mut archive = self.open()?;
-        let entries = archive
+    ) -> Result<u64, ImageError> {
+        let mut guard = TarGuard::new(self.limits, self.below);
+        let mut archive = self.open(&guard)?;
+        let mut entries = archive
             .entries()
             .map_err(|e| self.error("cannot read tar", e))?;
-        for entry in entries {
-            let mut entry = entry.map_err(|e| self.error("cannot read tar", e))?;
+        while let Some(entry) = guard.next(&mut entries) {
+            let mut entry = entry.map_err(|e| self.stopped(e))?;
             let rel = self.entry_path(&entry)?;
             let kind = entry.header().entry_type();
             if rel.as_os_str().is_empty() || is_whiteout(&rel) || !self.wanted(&rel, kind) {
@@ -969,7 +1123,7 @@ impl LayerBlob<'_> {
                 }
             }
         }
-        Ok(())
+        Ok(guard.counted())
     }
 
     /// Whether an entry of this kind is unpacked; device nodes, FIFOs and the like are skipped.
@@ -1005,8 +1159,143 @@ impl LayerBlob<'_> {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Size accounting while reading tar streams
+// ---------------------------------------------------------------------------
+
+/// Why a guarded tar stream stopped.
+#[derive(Debug)]
+pub(crate) enum TarStop {
+    /// Reading failed (a malformed stream, or extension headers over
+    /// `MAX_TAR_EXTENSIONS`).
+    Read(io::Error),
+    /// The stream unpacks to more than the cap.
+    TooLarge,
+    /// The daemon is stopping.
+    Stopped,
+}
+
+/// One pass over a tar stream under the image limits. It counts, before
+/// each entry is handed out (so before anything of it is written), the bytes
+/// from the end of the previous entry to the end of this one's data: headers
+/// and extension headers, plus the data rounded up to 512 bytes, a sparse
+/// file at its full length. That is the uncompressed tar stream's size. It
+/// also bounds what the tar crate may read between two entries (it keeps
+/// long names and PAX records in memory) and stops once the daemon does.
+pub(crate) struct TarGuard {
+    /// How far into the stream the reader may go; moved by `next`.
+    ceiling: Arc<AtomicU64>,
+    cancel: CancellationToken,
+    max: u64,
+    /// Counted against `max` before this stream (lower layers).
+    below: u64,
+    counted: u64,
+    /// Where the data of the last entry handed out ends.
+    end: u64,
+}
+
+impl TarGuard {
+    pub(crate) fn new(limits: &ImageLimits, below: u64) -> TarGuard {
+        TarGuard {
+            ceiling: Arc::new(AtomicU64::new(MAX_TAR_EXTENSIONS)),
+            cancel: limits.cancel.clone(),
+            max: limits.max_size,
+            below,
+            counted: 0,
+            end: 0,
+        }
+    }
+
+    /// The decompressed stream, for `tar::Archive::new`.
+    pub(crate) fn reader<'r>(&self, inner: impl Read + 'r) -> Box<dyn Read + 'r> {
+        Box::new(Guarded {
+            inner,
+            pos: 0,
+            ceiling: self.ceiling.clone(),
+            cancel: self.cancel.clone(),
+        })
+    }
+
+    /// The next entry, counted and checked against the cap.
+    pub(crate) fn next<'a, R: Read>(
+        &mut self,
+        entries: &mut tar::Entries<'a, R>,
+    ) -> Option<Result<tar::Entry<'a, R>, TarStop>> {
+        if self.cancel.is_cancelled() {
+            return Some(Err(TarStop::Stopped));
+        }
+        // The rest of the previous entry's data and padding, then the headers.
+        let ceiling = self.end.saturating_add(511) & !511;
+        self.ceiling.store(
+            ceiling.saturating_add(MAX_TAR_EXTENSIONS),
+            Ordering::Relaxed,
+        );
+        let next = entries.next();
+        // The entry's own data is bounded by its size, which is counted.
+        self.ceiling.store(u64::MAX, Ordering::Relaxed);
+        let entry = match next? {
+            Ok(entry) => entry,
+            Err(_) if self.cancel.is_cancelled() => return Some(Err(TarStop::Stopped)),
+            Err(e) => return Some(Err(TarStop::Read(e))),
+        };
+        let start = entry.raw_file_position();
+        let data = entry.size().saturating_add(511) & !511;
+        self.counted = self
+            .counted
+            .saturating_add(start.saturating_sub(self.end))
+            .saturating_add(data);
+        self.end = start.saturating_add(data);
+        if self.max > 0 && self.below.saturating_add(self.counted) > self.max {
+            return Some(Err(TarStop::TooLarge));
+        }
+        Some(Ok(entry))
+    }
+
+    /// Bytes counted in this stream so far.
+    pub(crate) fn counted(&self) -> u64 {
+        self.counted
+    }
+}
+
+/// The decompressed tar stream: reads stop at the guard's ceiling and once
+/// the daemon stops.
+struct Guarded<R> {
+    inner: R,
+    pos: u64,
+    ceiling: Arc<AtomicU64>,
+    cancel: CancellationToken,
+}
+
+impl<R: Read> Read for Guarded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.cancel.is_cancelled() {
+            return Err(files::stopping());
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let room = self
+            .ceiling
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.pos);
+        if room == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "an entry's extension headers (long names, PAX records) exceed {} bytes",
+                    MAX_TAR_EXTENSIONS
+                ),
+            ));
+        }
+        let len = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..len])?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
 /// An error and its sources, joined by ": " (the tar crate keeps the useful part in the source).
-fn with_causes(e: &dyn std::error::Error) -> String {
+pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {
@@ -1269,7 +1558,11 @@ mod tests {
 
     fn fixture() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
-        let store = ImageStore::new(dir.path().join("images"));
+        let store = ImageStore::new(
+            dir.path().join("images"),
+            ImageLimits::default(),
+            Ownership::default(),
+        );
         Fixture { dir, store }
     }
 
@@ -1790,5 +2083,387 @@ mod tests {
         assert!(one.rootfs.join("one").exists());
         assert!(!two.rootfs.exists());
         assert_eq!(f.store.prune(&keep).await.unwrap(), Vec::<String>::new());
+    }
+
+    // -----------------------------------------------------------------------
+    // Hostile layouts: blobs that are not files, blobs larger than declared,
+    // gzip bombs against the size cap, and work stopped at shutdown.
+    // -----------------------------------------------------------------------
+
+    fn fixture_with(max_size: u64) -> (Fixture, CancellationToken) {
+        let dir = tempfile::tempdir().unwrap();
+        let cancel = CancellationToken::new();
+        let limits = ImageLimits {
+            max_size,
+            cancel: cancel.clone(),
+        };
+        let store = ImageStore::new(dir.path().join("images"), limits, Ownership::default());
+        (Fixture { dir, store }, cancel)
+    }
+
+    /// A layout whose layers are the given blobs; returns it and the blob
+    /// paths: config, then layers, then the manifest.
+    fn layout_of_blobs(dir: &Path, layers: &[(&str, Vec<u8>)]) -> (PathBuf, Vec<PathBuf>) {
+        let layout = dir.join("layout");
+        fs::create_dir_all(&layout).unwrap();
+        let descs: Vec<Value> = layers.iter().map(|(m, b)| blob(&layout, m, b)).collect();
+        let config = json!({
+            "architecture": host_arch(), "os": "linux", "config": default_config(),
+            "rootfs": {"type": "layers", "diff_ids": []},
+        });
+        let config = json_blob(&layout, MEDIA_OCI_CONFIG, &config);
+        let manifest = json!({"schemaVersion": 2, "mediaType": MEDIA_OCI_MANIFEST, "config": config, "layers": descs});
+        let manifest = json_blob(&layout, MEDIA_OCI_MANIFEST, &manifest);
+        write_layout_files(&layout, vec![manifest.clone()]);
+        let path = |d: &Value| {
+            layout
+                .join("blobs/sha256")
+                .join(&d["digest"].as_str().unwrap()[7..])
+        };
+        let mut paths = vec![path(&config)];
+        paths.extend(descs.iter().map(path));
+        paths.push(path(&manifest));
+        (layout, paths)
+    }
+
+    fn replace_with_symlink(path: &Path, target: &Path) {
+        fs::remove_file(path).unwrap();
+        std::os::unix::fs::symlink(target, path).unwrap();
+    }
+
+    fn replace_with_fifo(path: &Path) {
+        fs::remove_file(path).unwrap();
+        nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    }
+
+    fn assert_nothing_cached(f: &Fixture) {
+        let images = f.dir.path().join("images");
+        if images.exists() {
+            assert_eq!(
+                walk(&images),
+                Vec::<String>::new(),
+                "no cache entry, no temp dir"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn blobs_that_are_symlinks_are_refused() {
+        let f = fixture();
+        let layer = tar_bytes(&[("a", File(0o644), "a")]);
+        // The config a symlink to a host file holding exactly its bytes:
+        // its digest matches, and it is refused all the same.
+        let (layout, paths) = layout_of_blobs(&f.dir.path().join("cfg"), &[(TAR, layer.clone())]);
+        let host_file = f.dir.path().join("host-config.json");
+        fs::copy(&paths[0], &host_file).unwrap();
+        replace_with_symlink(&paths[0], &host_file);
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
+        assert!(
+            reason.contains("is a symbolic link, not a regular file"),
+            "{reason}"
+        );
+
+        // The layer a symlink to /dev/zero: refused at once, nothing read.
+        let (layout, paths) = layout_of_blobs(&f.dir.path().join("zero"), &[(TAR, layer.clone())]);
+        replace_with_symlink(&paths[1], Path::new("/dev/zero"));
+        let begin = std::time::Instant::now();
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
+        assert!(reason.contains("is a symbolic link"), "{reason}");
+        assert!(begin.elapsed() < Duration::from_secs(2));
+
+        // The manifest a symlink to a host copy of itself.
+        let (layout, paths) = layout_of_blobs(&f.dir.path().join("man"), &[(TAR, layer)]);
+        let host_manifest = f.dir.path().join("host-manifest.json");
+        fs::copy(&paths[2], &host_manifest).unwrap();
+        replace_with_symlink(&paths[2], &host_manifest);
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
+        assert!(reason.contains("is a symbolic link"), "{reason}");
+        assert_nothing_cached(&f);
+    }
+
+    #[tokio::test]
+    async fn fifo_and_device_blobs_are_refused_without_waiting() {
+        let f = fixture();
+        let layer = tar_bytes(&[("a", File(0o644), "a")]);
+        for (i, which) in [0, 1, 2].into_iter().enumerate() {
+            let (layout, paths) = layout_of_blobs(
+                &f.dir.path().join(format!("fifo{i}")),
+                &[(TAR, layer.clone())],
+            );
+            replace_with_fifo(&paths[which]);
+            let reason =
+                tokio::time::timeout(Duration::from_secs(10), f.store.load_layout(&layout))
+                    .await
+                    .map(invalid_reason)
+                    .expect("a FIFO blob must not block");
+            assert!(reason.contains("is a FIFO, not a regular file"), "{reason}");
+        }
+        // index.json and oci-layout as FIFOs or symlinks.
+        let (layout, _) = layout_of_blobs(&f.dir.path().join("index"), &[(TAR, layer.clone())]);
+        replace_with_fifo(&layout.join("index.json"));
+        let reason = tokio::time::timeout(Duration::from_secs(10), f.store.load_layout(&layout))
+            .await
+            .map(invalid_reason)
+            .expect("a FIFO index.json must not block");
+        assert!(reason.contains("index.json is a FIFO"), "{reason}");
+        let (layout, _) = layout_of_blobs(&f.dir.path().join("index2"), &[(TAR, layer.clone())]);
+        let host_index = f.dir.path().join("host-index.json");
+        fs::copy(layout.join("index.json"), &host_index).unwrap();
+        replace_with_symlink(&layout.join("index.json"), &host_index);
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
+        assert!(reason.contains("index.json is a symbolic link"), "{reason}");
+        let (layout, _) = layout_of_blobs(&f.dir.path().join("header"), &[(TAR, layer)]);
+        replace_with_symlink(&layout.join("oci-layout"), Path::new("/dev/zero"));
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
+        assert!(reason.contains("oci-layout is a symbolic link"), "{reason}");
+        assert_nothing_cached(&f);
+    }
+
+    #[tokio::test]
+    async fn blobs_larger_than_declared_are_refused() {
+        let f = fixture();
+        let layer = tar_bytes(&[("a", File(0o644), "a")]);
+        for which in [0, 1, 2] {
+            let (layout, paths) = layout_of_blobs(
+                &f.dir.path().join(format!("big{which}")),
+                &[(TAR, layer.clone())],
+            );
+            let mut file = fs::OpenOptions::new()
+                .append(true)
+                .open(&paths[which])
+                .unwrap();
+            file.write_all(&[b' '; 100]).unwrap();
+            let reason = invalid_reason(f.store.load_layout(&layout).await);
+            assert!(
+                reason.contains("is larger than the"),
+                "blob {which}: {reason}"
+            );
+        }
+        // index.json over its bound.
+        let (layout, _) = layout_of_blobs(&f.dir.path().join("index"), &[(TAR, layer)]);
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .open(layout.join("index.json"))
+            .unwrap();
+        file.set_len(MAX_JSON_BLOB + 1).unwrap();
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
+        assert!(reason.contains("index.json is larger than"), "{reason}");
+        assert_nothing_cached(&f);
+    }
+
+    /// A gzip layer holding one file of `size` zero bytes.
+    fn zeros_layer(name: &str, size: u64) -> Vec<u8> {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        {
+            let mut tar = tar::Builder::new(&mut gz);
+            let mut h = tar::Header::new_gnu();
+            h.set_size(size);
+            h.set_mode(0o644);
+            h.set_cksum();
+            tar.append_data(&mut h, name, io::repeat(0).take(size))
+                .unwrap();
+            tar.finish().unwrap();
+        }
+        gz.finish().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_gzip_bomb_stops_at_the_size_cap() {
+        let (f, _) = fixture_with(4 << 20);
+        let bomb = zeros_layer("bomb", 64 << 20);
+        assert!(bomb.len() < 128 << 10, "{} bytes", bomb.len());
+        let (layout, _) = layout_of_blobs(f.dir.path(), &[(TAR_GZIP, bomb)]);
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
+        assert!(
+            reason.contains(
+                "the image unpacks to more than 4 MiB (max-image-size); raise `max-image-size`"
+            ),
+            "{reason}"
+        );
+        assert_nothing_cached(&f);
+
+        // The cap counts every layer: two of 3 MiB are over 4 MiB, one is not.
+        let three = zeros_layer("three", 3 << 20);
+        let (layout, _) = layout_of_blobs(
+            &f.dir.path().join("two"),
+            &[
+                (TAR_GZIP, three.clone()),
+                (TAR_GZIP, zeros_layer("other", 3 << 20)),
+            ],
+        );
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
+        assert!(reason.contains("more than 4 MiB"), "{reason}");
+        assert_nothing_cached(&f);
+        let (layout, _) = layout_of_blobs(&f.dir.path().join("one"), &[(TAR_GZIP, three)]);
+        let image = f.store.load_layout(&layout).await.unwrap();
+        assert_eq!(
+            fs::metadata(image.rootfs.join("three")).unwrap().len(),
+            3 << 20
+        );
+
+        // 0: no limit.
+        let (f, _) = fixture_with(0);
+        let (layout, _) = layout_of_blobs(f.dir.path(), &[(TAR_GZIP, zeros_layer("big", 8 << 20))]);
+        f.store.load_layout(&layout).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_cap_counts_headers_and_data() {
+        // One file of 1 MiB + 1 byte: a 512-byte header, and data rounded up to 512.
+        let counted = 512 + (1 << 20) + 512;
+        let layer = zeros_layer("f", (1 << 20) + 1);
+        let (f, _) = fixture_with(counted);
+        let (layout, _) = layout_of_blobs(f.dir.path(), &[(TAR_GZIP, layer.clone())]);
+        f.store.load_layout(&layout).await.unwrap();
+        let (f, _) = fixture_with(counted - 1);
+        let (layout, _) = layout_of_blobs(f.dir.path(), &[(TAR_GZIP, layer)]);
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
+        assert!(reason.contains("max-image-size"), "{reason}");
+        assert_nothing_cached(&f);
+    }
+
+    #[tokio::test]
+    async fn many_empty_entries_count_their_headers() {
+        // 20,000 empty files: no data, 10 MB of tar headers.
+        let (f, _) = fixture_with(4 << 20);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        {
+            let mut tar = tar::Builder::new(&mut gz);
+            for i in 0..20_000 {
+                let mut h = tar::Header::new_gnu();
+                h.set_size(0);
+                h.set_mode(0o644);
+                h.set_cksum();
+                tar.append_data(&mut h, format!("f{i}"), io::empty())
+                    .unwrap();
+            }
+            tar.finish().unwrap();
+        }
+        let (layout, _) = layout_of_blobs(f.dir.path(), &[(TAR_GZIP, gz.finish().unwrap())]);
+        let reason = invalid_reason(f.store.load_layout(&layout).await);
+        assert!(reason.contains("more than 4 MiB"), "{reason}");
+        assert_nothing_cached(&f);
+    }
+
+    #[tokio::test]
+    async fn huge_extension_headers_are_refused_before_they_are_read() {
+        let f = fixture();
+        let huge = 64u64 << 20;
+        for kind in [EntryType::XHeader, EntryType::GNULongName] {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            {
+                let mut tar = tar::Builder::new(&mut gz);
+                let mut h = tar::Header::new_gnu();
+                h.set_entry_type(kind);
+                h.set_size(huge);
+                h.set_cksum();
+                tar.append_data(&mut h, "ext", io::repeat(b'a').take(huge))
+                    .unwrap();
+                let mut h = tar::Header::new_gnu();
+                h.set_size(1);
+                h.set_mode(0o644);
+                h.set_cksum();
+                tar.append_data(&mut h, "file", &b"x"[..]).unwrap();
+                tar.finish().unwrap();
+            }
+            let (layout, _) = layout_of_blobs(
+                &f.dir.path().join(format!("{kind:?}")),
+                &[(TAR_GZIP, gz.finish().unwrap())],
+            );
+            let reason = invalid_reason(f.store.load_layout(&layout).await);
+            assert!(reason.contains("extension headers"), "{kind:?}: {reason}");
+        }
+        assert_nothing_cached(&f);
+    }
+
+    #[tokio::test]
+    async fn cancelled_work_stops_and_leaves_nothing() {
+        let (f, cancel) = fixture_with(0);
+        let (layout, _) = layout_of_blobs(f.dir.path(), &[(TAR_GZIP, zeros_layer("big", 1 << 20))]);
+        cancel.cancel();
+        match f.store.load_layout(&layout).await {
+            Err(e) => assert!(matches!(e, ImageError::Stopped), "{e}"),
+            Ok(_) => panic!("loaded after cancel"),
+        }
+        assert_nothing_cached(&f);
+    }
+
+    #[test]
+    fn unpacking_stops_when_cancelled() {
+        // Between entries (the guard) and inside one (the guarded reader).
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = zeros_layer("big", 8 << 20);
+        let (_, paths) = layout_of_blobs(dir.path(), &[(TAR_GZIP, bytes.clone())]);
+        let cancel = CancellationToken::new();
+        let limits = ImageLimits {
+            max_size: 0,
+            cancel: cancel.clone(),
+        };
+        let layer = LayerBlob {
+            path: paths[1].clone(),
+            digest: "sha256:test".into(),
+            media_type: TAR_GZIP,
+            size: bytes.len() as u64,
+            limits: &limits,
+            below: 0,
+        };
+        let rootfs = dir.path().join("rootfs");
+        fs::create_dir(&rootfs).unwrap();
+        let mut guard = TarGuard::new(&limits, 0);
+        let mut archive = layer.open(&guard).unwrap();
+        let mut entries = archive.entries().unwrap();
+        let mut entry = guard.next(&mut entries).unwrap().unwrap();
+        let mut buf = [0u8; 4096];
+        entry.read_exact(&mut buf).unwrap();
+        cancel.cancel();
+        let e = entry.read_exact(&mut buf).unwrap_err();
+        assert!(matches!(
+            layer.error("cannot unpack big", e),
+            ImageError::Stopped
+        ));
+        assert!(matches!(
+            guard.next(&mut entries),
+            Some(Err(TarStop::Stopped))
+        ));
+        assert!(matches!(layer.scan_whiteouts(), Err(ImageError::Stopped)));
+        let mut mtimes = HashMap::new();
+        assert!(matches!(
+            layer.extract(&rootfs, &mut mtimes, Owners::Flatten),
+            Err(ImageError::Stopped)
+        ));
+        assert!(!rootfs.join("big").exists());
+    }
+
+    #[test]
+    fn a_huge_blob_stops_hashing_when_cancelled() {
+        // A 1 TiB sparse blob, declared as such: hashing would take minutes.
+        let dir = tempfile::tempdir().unwrap();
+        let (layout, paths) =
+            layout_of_blobs(dir.path(), &[(TAR, tar_bytes(&[("a", File(0o644), "a")]))]);
+        let file = fs::OpenOptions::new().write(true).open(&paths[1]).unwrap();
+        file.set_len(1 << 40).unwrap();
+        let cancel = CancellationToken::new();
+        let limits = ImageLimits {
+            max_size: 0,
+            cancel: cancel.clone(),
+        };
+        let layout = Layout::open(&layout).unwrap().limited(limits);
+        let digest = format!("sha256:{}", paths[1].file_name().unwrap().to_str().unwrap());
+        let desc: Descriptor =
+            serde_json::from_value(json!({"mediaType": TAR, "digest": digest, "size": 1u64 << 40}))
+                .unwrap();
+        let stopper = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            cancel.cancel();
+        });
+        let begin = std::time::Instant::now();
+        let e = layout.verify_blob_file(&desc).unwrap_err();
+        assert!(matches!(e, ImageError::Stopped), "{e}");
+        assert!(
+            begin.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            begin.elapsed()
+        );
+        stopper.join().unwrap();
     }
 }

@@ -132,8 +132,16 @@ impl Blobs {
         tokio::fs::rename(&tmp, &path).await.map_err(io)
     }
 
-    /// Stores a copy of a local file, checked against `digest` as it is read.
-    pub async fn import_file(&self, src: &std::path::Path, digest: &str) -> Result<(), ImageError> {
+    /// Stores a copy of a local file, checked against `digest` and `size`
+    /// as it is read: a regular file only (see `files.rs`), read no further
+    /// than one byte past `size`; the copy stops when `cancel` is.
+    pub async fn import_file(
+        &self,
+        src: &std::path::Path,
+        digest: &str,
+        size: u64,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<(), ImageError> {
         let lock = self.lock(digest);
         let _held = lock.lock().await;
         let path = self.path(digest)?;
@@ -141,19 +149,31 @@ impl Blobs {
             return Ok(());
         }
         let tmp = self.temp(digest)?;
-        let (src, tmp2) = (src.to_path_buf(), tmp.clone());
+        let (src, tmp2, cancel) = (src.to_path_buf(), tmp.clone(), cancel.clone());
+        let what = digest.to_owned();
         let actual = super::blocking(move || {
-            let mut input = std::fs::File::open(&src)
-                .map_err(|e| ImageError::io(format!("read {}", src.display()), e))?;
+            let (input, _) = super::open_blob(&src, &what)?;
+            let mut input = std::io::Read::take(input, size.saturating_add(1));
             let mut out = std::fs::File::create(&tmp2)
                 .map_err(|e| ImageError::io(format!("create {}", tmp2.display()), e))?;
             let mut hasher = Sha256::new();
             let mut buf = vec![0u8; 1 << 20];
+            let mut read = 0u64;
             loop {
+                if cancel.is_cancelled() {
+                    return Err(ImageError::Stopped);
+                }
                 let n = std::io::Read::read(&mut input, &mut buf)
                     .map_err(|e| ImageError::io(format!("read {}", src.display()), e))?;
                 if n == 0 {
                     break;
+                }
+                read += n as u64;
+                if read > size {
+                    return Err(ImageError::invalid(
+                        &src,
+                        format!("blob is larger than the {size} bytes its descriptor says"),
+                    ));
                 }
                 hasher.update(&buf[..n]);
                 std::io::Write::write_all(&mut out, &buf[..n])

@@ -108,8 +108,9 @@ struct Target {
 impl NamespaceEngine {
     /// Finds bubblewrap, decides the boxes' ids and root filesystems (by
     /// trying them once, see [`probe`]) and prepares the image cache under
-    /// `home`.
-    pub async fn new(home: &Path) -> Result<NamespaceEngine> {
+    /// `home`, whose unpacks and imports run under `limits`
+    /// (`max-image-size`, and the daemon's stop signal).
+    pub async fn new(home: &Path, limits: crate::image::ImageLimits) -> Result<NamespaceEngine> {
         let bwrap = find_bwrap().ok_or_else(|| {
             Error::FailedPrecondition(
                 "bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install bubblewrap)".into(),
@@ -199,7 +200,7 @@ impl NamespaceEngine {
         Ok(NamespaceEngine {
             info,
             bwrap,
-            images: LocalImages::with_ownership(home.join("images"), ownership),
+            images: LocalImages::new(home.join("images"), limits, ownership),
             ids,
             privileged,
             copies,
