@@ -819,3 +819,66 @@ async fn boxes_share_one_read_only_image_and_keep_their_own_writes() {
     start(&mut c, "cow-b").await;
     assert_eq!(sh(&mut c, "cow-b", "ls /bin/ls").await.trim(), "/bin/ls");
 }
+
+/// A box's disk size is a file system of that size of its own (boxd as
+/// root): writes past it fail with "no space left", the host's disk is
+/// spared, and what the box deletes goes back to the host.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_box_cannot_write_past_its_disk_size() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let mut spec = busybox_spec();
+    spec.disk_size_gb = Some(1);
+    let created = create(&mut c, "iso-disk", spec).await;
+    if let Some(w) = created.warnings.iter().find(|w| w.contains("disk size")) {
+        println!("SKIPPED: disk sizes are not enforced here: {w}");
+        return;
+    }
+    start(&mut c, "iso-disk").await;
+    let out = run(
+        &mut c,
+        "iso-disk",
+        &[
+            "sh",
+            "-c",
+            "head -c 1610612736 /dev/zero > /big; echo $?; ls -l /big",
+        ],
+    )
+    .await;
+    let text = out.stdout_str();
+    println!(
+        "writing 1.5 GiB in a 1 GiB box: {}",
+        text.trim().replace('\n', "; ")
+    );
+    println!("stderr: {}", String::from_utf8_lossy(&out.stderr).trim());
+    assert!(text.starts_with('1'), "the write stopped: {text}");
+    let size: u64 = text.split_whitespace().nth(5).unwrap().parse().unwrap();
+    assert!(size < 1 << 30, "{size} bytes written");
+    let used = |c: &mut Client| {
+        let mut c = c.clone();
+        async move {
+            list(&mut c)
+                .await
+                .into_iter()
+                .find(|b| b.name == "iso-disk")
+                .unwrap()
+                .disk_bytes
+                .unwrap()
+        }
+    };
+    let full = used(&mut c).await;
+    sh(&mut c, "iso-disk", "rm /big && sync").await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let freed = used(&mut c).await;
+    println!(
+        "the box's disk on the host: {} MiB full, {} MiB after rm",
+        full >> 20,
+        freed >> 20
+    );
+    assert!(full > 900 << 20 && full <= (1 << 30) + (8 << 20), "{full}");
+    assert!(freed < 64 << 20, "{freed}");
+    assert_eq!(
+        sh(&mut c, "iso-disk", "echo more > /x && cat /x").await,
+        "more\n"
+    );
+}

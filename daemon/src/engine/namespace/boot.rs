@@ -80,6 +80,10 @@ pub enum Root {
         lower: PathBuf,
         upper: PathBuf,
         work: PathBuf,
+        /// The box's disk: a file system image of its disk budget, mounted
+        /// (loop) where `upper` and `work` are, so that writes past the
+        /// budget fail with "no space left" (boxd as root only).
+        disk: Option<(PathBuf, PathBuf)>,
     },
     /// A directory of the box's own (a full copy of the image).
     Dir(PathBuf),
@@ -223,7 +227,16 @@ fn open_source(path: &Path) -> Result<OwnedFd, String> {
 fn assemble(plan: &Plan, sources: &[OwnedFd], channel: &mut UnixStream) -> Result<(), String> {
     let stage = Path::new(STAGE);
     match &plan.root {
-        Root::Overlay { lower, upper, work } => {
+        Root::Overlay {
+            lower,
+            upper,
+            work,
+            disk,
+        } => {
+            if let Some((image, at)) = disk {
+                mount_disk(image, at, plan.box_root)
+                    .map_err(|e| format!("mount the box's disk {}: {e}", image.display()))?;
+            }
             let mut data = format!(
                 "lowerdir={},upperdir={},workdir={}",
                 lower.display(),
@@ -285,6 +298,92 @@ fn assemble(plan: &Plan, sources: &[OwnedFd], channel: &mut UnixStream) -> Resul
     }
     Ok(())
 }
+
+/// Attaches `image` to a free loop device (cleared when unmounted) and
+/// mounts its ext4 file system on `at`, then makes the overlay's upper and
+/// work directories in it, owned by box root.
+fn mount_disk(image: &Path, at: &Path, owner: (u32, u32)) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(image)
+        .map_err(|e| e.to_string())?;
+    let control = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/loop-control")
+        .map_err(|e| format!("/dev/loop-control: {e}"))?;
+    let mut device = None;
+    for _ in 0..32 {
+        // SAFETY: ioctl without a pointer argument.
+        let n = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
+        if n < 0 {
+            return Err(format!(
+                "no free loop device: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let path = format!("/dev/loop{n}");
+        let Ok(loop_dev) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+        else {
+            continue;
+        };
+        let mut config = LoopConfig {
+            fd: file.as_raw_fd() as u32,
+            block_size: 0,
+            info: [0u8; 232],
+            reserved: [0u64; 8],
+        };
+        // lo_flags is the u32 at byte 52 of loop_info64.
+        config.info[52..56].copy_from_slice(&LO_FLAGS_AUTOCLEAR.to_ne_bytes());
+        // SAFETY: LOOP_CONFIGURE reads a loop_config from a valid pointer.
+        if unsafe { libc::ioctl(loop_dev.as_raw_fd(), LOOP_CONFIGURE, &config) } == 0 {
+            device = Some((path, loop_dev));
+            break;
+        }
+        // Taken by someone else meanwhile (EBUSY): the next free one.
+    }
+    let (path, _device) = device.ok_or("no loop device could be configured")?;
+    std::fs::create_dir_all(at).map_err(|e| e.to_string())?;
+    mount(
+        Some(path.as_str()),
+        at,
+        Some("ext4"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        // Space the box frees goes back to the host (the file is sparse).
+        Some("discard"),
+    )
+    .map_err(|e| format!("mount {path}: {e}"))?;
+    for (dir, mode) in [("upper", 0o755), ("work", 0o700)] {
+        let dir = at.join(dir);
+        if !dir.is_dir() {
+            std::fs::create_dir(&dir)
+                .and_then(|()| {
+                    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
+                })
+                .and_then(|()| std::os::unix::fs::lchown(&dir, Some(owner.0), Some(owner.1)))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+#[repr(C)]
+struct LoopConfig {
+    fd: u32,
+    block_size: u32,
+    /// struct loop_info64.
+    info: [u8; 232],
+    reserved: [u64; 8],
+}
+
+const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
+const LO_FLAGS_AUTOCLEAR: u32 = 4;
 
 /// Creates the directory (or empty file) a mount lands on, owned by box
 /// root, and its missing parents.

@@ -63,7 +63,12 @@ pub fn hosts_file(box_dir: &Path) -> Result<PathBuf> {
          ::1\tlocalhost ip6-localhost ip6-loopback\n\
          127.0.0.1\t{HOST_ALIAS}\n"
     );
-    std::fs::write(&path, text).map_err(|e| Error::io(format!("write {}", path.display()), e))?;
+    // Readable by every id of the box (boxd's umask makes its files private).
+    std::fs::write(&path, text)
+        .and_then(|()| {
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        })
+        .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
     Ok(path)
 }
 

@@ -190,7 +190,11 @@ impl NamespaceEngine {
                 "allow-net is enforced: a box has no route out; an HTTP(S) proxy run by boxd reaches only the listed hosts (names, *.wildcards, IP addresses, CIDRs); an empty list means no network at all".into(),
                 "secrets stay in boxd: the box holds a placeholder, which the proxy replaces in plain-HTTP requests to the secret's hosts (not inside HTTPS, which it does not decrypt)".into(),
                 format!("limits: {}; every box may run at most {DEFAULT_PIDS} processes", cgroups.describe()),
-                "disk size is recorded but not enforced: a box's writes go to boxd's home until its disk is full".into(),
+                if privileged && ids.is_range() && copies.is_none() {
+                    "disk size: a box created with one writes into a file system of that size of its own (writes past it fail with \"no space left\")".into()
+                } else {
+                    "disk size is recorded but not enforced (a file system per box needs boxd as root): a box's writes go to boxd's home until its disk is full".into()
+                },
             ],
             network_filtering: true,
             create_warning: None,
@@ -305,6 +309,11 @@ fn work(record: &BoxRecord) -> PathBuf {
     record.dir.join("work")
 }
 
+/// A box's disk, when it has a disk size (see `make_disk`).
+fn disk_image(record: &BoxRecord) -> PathBuf {
+    record.dir.join("disk.img")
+}
+
 /// How the id map and overlays fared when tried.
 enum Probe {
     Ok,
@@ -329,6 +338,7 @@ async fn probe(dir: &Path, ids: &IdMap, privileged: bool) -> Probe {
         lower: dir.join("lower"),
         upper: dir.join("upper"),
         work: dir.join("work"),
+        disk: None,
     };
     match sandbox::probe(&root, ids, privileged).await {
         Ok(()) => Probe::Ok,
@@ -389,6 +399,9 @@ impl Engine for NamespaceEngine {
     async fn create(&self, record: &BoxRecord) -> Result<Created> {
         let image = self.images.for_create(&record.spec.image).await?;
         match &self.copies {
+            None if self.disk_budgets() && record.spec.disk_size_gb.is_some() => {
+                self.make_disk(record).await?
+            }
             None => self.make_upper(record)?,
             Some(_) => self.copy_image(&image.rootfs, &rootfs(record)).await?,
         }
@@ -402,7 +415,7 @@ impl Engine for NamespaceEngine {
         let unenforced: Vec<&str> = [
             (spec.cpus.is_some() && !self.cgroups.enforces("cpu")).then_some("cpus"),
             (spec.memory_mib.is_some() && !self.cgroups.enforces("memory")).then_some("memory"),
-            spec.disk_size_gb.is_some().then_some("disk size"),
+            (spec.disk_size_gb.is_some() && !self.disk_budgets()).then_some("disk size"),
         ]
         .into_iter()
         .flatten()
@@ -599,6 +612,11 @@ impl Engine for NamespaceEngine {
     }
 
     async fn disk_usage(&self, record: &BoxRecord) -> Option<u64> {
+        let image = disk_image(record);
+        if let Ok(meta) = std::fs::metadata(&image) {
+            // What the disk's file takes (it is sparse), not its size.
+            return Some(meta.blocks() * 512);
+        }
         let own = [upper(record), rootfs(record)]
             .into_iter()
             .find(|d| d.is_dir())?;
@@ -764,6 +782,53 @@ impl NamespaceEngine {
         Ok(())
     }
 
+    /// Whether boxes' disk sizes are enforced: each box with one gets a
+    /// file system of that size for its writes (root alone may mount one).
+    fn disk_budgets(&self) -> bool {
+        self.privileged && self.ids.is_range() && self.copies.is_none()
+    }
+
+    /// A new box's disk: a sparse file of its disk size holding an ext4
+    /// file system whose root is box root's; the boot helper mounts it
+    /// and makes the overlay's directories in it.
+    async fn make_disk(&self, record: &BoxRecord) -> Result<()> {
+        let gib = u64::from(record.spec.disk_size_gb.unwrap_or(1));
+        let image = disk_image(record);
+        std::fs::File::create(&image)
+            .and_then(|f| f.set_len(gib << 30))
+            .map_err(|e| Error::io(format!("create {}", image.display()), e))?;
+        let (uid, gid) = self.ids.root();
+        let mke2fs = crate::doctor::find_on_path("mke2fs")
+            .or_else(|| {
+                ["/usr/sbin/mke2fs", "/sbin/mke2fs"]
+                    .iter()
+                    .map(PathBuf::from)
+                    .find(|p| p.is_file())
+            })
+            .ok_or_else(|| {
+                Error::FailedPrecondition(
+                    "a disk size needs mke2fs (Debian: apt-get install e2fsprogs)".into(),
+                )
+            })?;
+        let out = tokio::process::Command::new(mke2fs)
+            .args(["-q", "-F", "-t", "ext4", "-m", "0", "-J", "size=4", "-E"])
+            .arg(format!(
+                "root_owner={uid}:{gid},lazy_itable_init=1,lazy_journal_init=1"
+            ))
+            .arg(&image)
+            .output()
+            .await
+            .map_err(|e| Error::io("run mke2fs", e))?;
+        if !out.status.success() {
+            let _ = std::fs::remove_file(&image);
+            return Err(Error::Engine(format!(
+                "making the box's disk failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
     /// A full copy of an unpacked image, owners and modes kept (as box
     /// root where only box root can give files the boxes' ids).
     async fn copy_image(&self, image: &Path, target: &Path) -> Result<()> {
@@ -798,7 +863,8 @@ impl NamespaceEngine {
     /// The box's root: its overlay over the image, or its own copy (made
     /// before boxd used overlays, or where they cannot be mounted).
     async fn root_of(&self, record: &BoxRecord) -> Result<Root> {
-        if upper(record).is_dir() {
+        let image = disk_image(record);
+        if upper(record).is_dir() || image.is_file() {
             if let Some(why) = &self.copies {
                 return Err(Error::FailedPrecondition(format!(
                     "this box is an overlay, and overlays cannot be mounted here now: {why}"
@@ -808,10 +874,20 @@ impl NamespaceEngine {
                 .images
                 .for_start(&record.image_digest, &record.spec.image)
                 .await?;
+            if image.is_file() {
+                let at = record.dir.join("disk");
+                return Ok(Root::Overlay {
+                    lower,
+                    upper: at.join("upper"),
+                    work: at.join("work"),
+                    disk: Some((image, at)),
+                });
+            }
             return Ok(Root::Overlay {
                 lower,
                 upper: upper(record),
                 work: work(record),
+                disk: None,
             });
         }
         let dir = rootfs(record);
