@@ -855,7 +855,7 @@ async fn a_box_cannot_write_past_its_disk_size() {
         "the write stopped: {text}"
     );
     let text = text.lines().last().unwrap_or_default().to_owned();
-    let size: u64 = text.split_whitespace().nth(5).unwrap().parse().unwrap();
+    let size: u64 = text.split_whitespace().nth(4).unwrap().parse().unwrap();
     assert!(size < 1 << 30, "{size} bytes written");
     let used = |c: &mut Client| {
         let mut c = c.clone();
