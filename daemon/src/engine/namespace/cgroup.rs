@@ -36,6 +36,8 @@ pub enum Cgroups {
     V2 {
         /// boxd's own cgroup directory; boxes are `box-ID` in it.
         base: PathBuf,
+        /// The controllers enabled for boxes (of pids, memory, cpu).
+        controllers: Vec<&'static str>,
     },
     V1 {
         /// `(controller, directory for boxes)`, for the writable ones.
@@ -72,7 +74,7 @@ impl Cgroups {
                 .any(|(c, _)| CONTROLLERS.contains(c));
             if !has_v1 {
                 return match setup_v2(&root.join(path.trim_start_matches('/'))) {
-                    Ok(base) => Cgroups::V2 { base },
+                    Ok((base, controllers)) => Cgroups::V2 { base, controllers },
                     Err(why) => Cgroups::None(why),
                 };
             }
@@ -117,8 +119,9 @@ impl Cgroups {
     /// What is enforced, for `Describe` and `doctor`.
     pub fn describe(&self) -> String {
         match self {
-            Cgroups::V2 { base } => format!(
-                "processes, memory and cpu limits are enforced with cgroup v2 under {}",
+            Cgroups::V2 { base, controllers } => format!(
+                "{} limits are enforced with cgroup v2 under {}",
+                controllers.join(", "),
                 base.display()
             ),
             Cgroups::V1 { bases } => format!(
@@ -139,7 +142,7 @@ impl Cgroups {
     /// Whether `controller` limits are enforced.
     pub fn enforces(&self, controller: &str) -> bool {
         match self {
-            Cgroups::V2 { .. } => true,
+            Cgroups::V2 { controllers, .. } => controllers.contains(&controller),
             Cgroups::V1 { bases } => bases.iter().any(|(c, _)| *c == controller),
             Cgroups::None(_) => false,
         }
@@ -156,22 +159,25 @@ impl Cgroups {
         let mut out = BoxCgroup::default();
         match self {
             Cgroups::None(_) => {}
-            Cgroups::V2 { base } => {
+            Cgroups::V2 { base, controllers } => {
                 let dir = base.join(format!("box-{id}"));
                 make_dir(&dir).map_err(|e| io("create", &dir, e))?;
-                if let Some(n) = limits.pids {
+                let has = |c: &str| controllers.contains(&c);
+                if let (Some(n), true) = (limits.pids, has("pids")) {
                     write(dir.join("pids.max"), n.to_string())?;
                 }
-                if let Some(b) = limits.memory_bytes {
+                if let (Some(b), true) = (limits.memory_bytes, has("memory")) {
                     write(dir.join("memory.max"), b.to_string())?;
                     // No swapping past the limit either, where swap exists.
                     let _ = std::fs::write(dir.join("memory.swap.max"), "0");
                 }
-                if let Some(c) = limits.cpus {
+                if let (Some(c), true) = (limits.cpus, has("cpu")) {
                     let quota = (c * CPU_PERIOD as f64).round().max(1000.0) as u64;
                     write(dir.join("cpu.max"), format!("{quota} {CPU_PERIOD}"))?;
                 }
-                out.memory = Some((dir.clone(), true));
+                if has("memory") {
+                    out.memory = Some((dir.clone(), true));
+                }
                 out.dirs.push(dir);
             }
             Cgroups::V1 { bases } => {
@@ -308,22 +314,22 @@ fn v1_mounts(mountinfo: &str) -> Vec<(&'static str, PathBuf)> {
 }
 
 /// Makes boxd's own v2 cgroup `own` a parent of box cgroups: boxd moves
-/// into `own/daemon`, and the controllers are enabled for `own`'s children.
-fn setup_v2(own: &Path) -> std::result::Result<PathBuf, String> {
+/// into `own/daemon`, and whichever of pids, memory and cpu are delegated
+/// to `own` are enabled for its children.
+fn setup_v2(own: &Path) -> std::result::Result<(PathBuf, Vec<&'static str>), String> {
     let available = std::fs::read_to_string(own.join("cgroup.controllers")).map_err(|e| {
         format!(
             "cannot read {}: {e}",
             own.join("cgroup.controllers").display()
         )
     })?;
-    let missing: Vec<&str> = CONTROLLERS
+    let controllers: Vec<&'static str> = CONTROLLERS
         .into_iter()
-        .filter(|c| !available.split_whitespace().any(|a| a == *c))
+        .filter(|c| available.split_whitespace().any(|a| a == *c))
         .collect();
-    if !missing.is_empty() {
+    if controllers.is_empty() {
         return Err(format!(
-            "the {} controller(s) are not delegated to {} (a systemd service needs Delegate=yes)",
-            missing.join(", "),
+            "no pids, memory or cpu controller is delegated to {} (a systemd service needs Delegate=yes)",
             own.display()
         ));
     }
@@ -331,10 +337,10 @@ fn setup_v2(own: &Path) -> std::result::Result<PathBuf, String> {
     make_dir(&daemon).map_err(|e| format!("cannot create {}: {e}", daemon.display()))?;
     std::fs::write(daemon.join("cgroup.procs"), std::process::id().to_string())
         .map_err(|e| format!("cannot move boxd into {}: {e}", daemon.display()))?;
-    let enable: String = CONTROLLERS.iter().map(|c| format!("+{c} ")).collect();
-    std::fs::write(own.join("cgroup.subtree_control"), enable.trim())
+    let enable: Vec<String> = controllers.iter().map(|c| format!("+{c}")).collect();
+    std::fs::write(own.join("cgroup.subtree_control"), enable.join(" "))
         .map_err(|e| format!("cannot enable controllers in {}: {e}", own.display()))?;
-    Ok(own.to_path_buf())
+    Ok((own.to_path_buf(), controllers))
 }
 
 #[cfg(test)]
