@@ -482,7 +482,48 @@ impl Drop for Podman {
             .args(["rm", "--all", "--force", "-t", "0"])
             .output();
         let _ = self.cmd().args(["system", "reset", "--force"]).output();
+        // What a reset that failed (podman half-working) left mounted
+        // (the overlay driver bind-mounts its own directory), deepest
+        // first, so that the directory can be removed.
+        let mut mounts: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .map(unescape_mountinfo)
+            .filter(|m| Path::new(m).starts_with(self.dir.path()))
+            .collect();
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for m in mounts {
+            if let Ok(c) = std::ffi::CString::new(m) {
+                // SAFETY: a valid C string; umount2 has no other preconditions.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
+        }
     }
+}
+
+/// A mount point as `/proc/self/mountinfo` writes it: space, tab, newline
+/// and backslash as `\NNN` octal.
+fn unescape_mountinfo(field: &str) -> String {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn hard_limit(resource: libc::__rlimit_resource_t) -> u64 {
