@@ -52,10 +52,16 @@ faults: build
 	$(CARGO) test -p boxd-tests --test faults --test load --test hostile --test isolation -- --test-threads 1 --nocapture
 	@scripts/isolation-as-user.sh
 
+# The lifecycle bench compares with podman --runtime runc (installed here by
+# scripts/install-bench-deps.sh, not by `make deps`) and builds the Node
+# image (make node-image) if it is not cached. BENCH_LIFECYCLE_BUSYBOX and
+# BENCH_LIFECYCLE_NODE set its iterations (20 and 10; 0 skips Node).
 bench: deps
+	@scripts/install-bench-deps.sh
 	$(CARGO) build --release --workspace --bins
 	$(CARGO) bench --workspace --bench boxd
 	$(CARGO) bench --workspace --bench pull
+	$(CARGO) bench --workspace --bench lifecycle
 
 # Fuzz the JSONL line reader/request parser, the output encoder, request
 # validation, the namespace engine's bubblewrap translation, `docker save`
