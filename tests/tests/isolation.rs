@@ -885,3 +885,65 @@ async fn a_box_cannot_write_past_its_disk_size() {
         "more\n"
     );
 }
+
+/// A box made by an older boxd (a full copy of its image in `BOX/rootfs`,
+/// every file the daemon's own: host root's, for a root-run boxd) still
+/// starts, keeps its files, and its files become box root's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_box_made_by_an_older_boxd_keeps_working() {
+    let mut d = Daemon::start();
+    let mut c = d.client().await;
+    let made = up(&mut c, "legacy", busybox_spec()).await;
+    sh(&mut c, "legacy", "echo kept > /etc/kept").await;
+    c.stop_box(v1::StopBoxRequest {
+        name: "legacy".into(),
+        force: true,
+    })
+    .await
+    .unwrap();
+    d.stop();
+    // Turn it into what an older boxd left: the image and the box's writes
+    // flattened into one copy owned by the daemon's user, no upper layer.
+    let dir = d.home.join("boxes").join(&made.id);
+    let image = std::fs::read_dir(d.home.join("images"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("rootfs"))
+        .find(|p| p.is_dir())
+        .expect("the unpacked image");
+    let copy = |from: &std::path::Path, to: &std::path::Path| {
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", from.display()))
+            .arg(to)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    std::fs::create_dir(dir.join("rootfs")).unwrap();
+    copy(&image, &dir.join("rootfs"));
+    std::fs::write(dir.join("rootfs/etc/kept"), "kept\n").unwrap();
+    // SAFETY: geteuid and getegid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let status = std::process::Command::new("chown")
+        .args(["-R", &format!("{uid}:{gid}")])
+        .arg(dir.join("rootfs"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::remove_dir_all(dir.join("upper")).unwrap();
+    std::fs::remove_dir_all(dir.join("work")).unwrap();
+
+    d.restart();
+    let mut c = d.client().await;
+    start(&mut c, "legacy").await;
+    let seen = sh(&mut c, "legacy", "cat /etc/kept; stat -c '%u:%g' /etc/kept /bin/busybox; touch /new && echo wrote").await;
+    println!("an older box after the upgrade: {}", seen.split_whitespace().collect::<Vec<_>>().join(" "));
+    assert_eq!(seen, "kept\n0:0\n0:0\nwrote\n");
+    use std::os::unix::fs::MetadataExt;
+    let host_uid = std::fs::metadata(dir.join("rootfs/etc/kept")).unwrap().uid();
+    if uid == 0 {
+        assert_ne!(host_uid, 0, "its files still belong to host root");
+    }
+}
