@@ -938,11 +938,21 @@ async fn a_box_made_by_an_older_boxd_keeps_working() {
     d.restart();
     let mut c = d.client().await;
     start(&mut c, "legacy").await;
-    let seen = sh(&mut c, "legacy", "cat /etc/kept; stat -c '%u:%g' /etc/kept /bin/busybox; touch /new && echo wrote").await;
-    println!("an older box after the upgrade: {}", seen.split_whitespace().collect::<Vec<_>>().join(" "));
+    let seen = sh(
+        &mut c,
+        "legacy",
+        "cat /etc/kept; stat -c '%u:%g' /etc/kept /bin/busybox; touch /new && echo wrote",
+    )
+    .await;
+    println!(
+        "an older box after the upgrade: {}",
+        seen.split_whitespace().collect::<Vec<_>>().join(" ")
+    );
     assert_eq!(seen, "kept\n0:0\n0:0\nwrote\n");
     use std::os::unix::fs::MetadataExt;
-    let host_uid = std::fs::metadata(dir.join("rootfs/etc/kept")).unwrap().uid();
+    let host_uid = std::fs::metadata(dir.join("rootfs/etc/kept"))
+        .unwrap()
+        .uid();
     if uid == 0 {
         assert_ne!(host_uid, 0, "its files still belong to host root");
     }
