@@ -932,8 +932,14 @@ async fn a_box_made_by_an_older_boxd_keeps_working() {
         .status()
         .unwrap();
     assert!(status.success());
-    std::fs::remove_dir_all(dir.join("upper")).unwrap();
-    std::fs::remove_dir_all(dir.join("work")).unwrap();
+    for layer in ["upper", "work"] {
+        // The overlay's work directory keeps a mode-000 directory inside.
+        let _ = std::process::Command::new("chmod")
+            .args(["-R", "u+rwX"])
+            .arg(dir.join(layer))
+            .status();
+        std::fs::remove_dir_all(dir.join(layer)).unwrap();
+    }
 
     d.restart();
     let mut c = d.client().await;
