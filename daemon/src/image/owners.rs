@@ -100,12 +100,11 @@ impl Owners {
         };
         std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
         let meta = std::fs::symlink_metadata(path)?;
-        if !meta.file_type().is_symlink() {
-            if let Ok(mode) = header.mode() {
-                if mode & 0o6000 != 0 {
-                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o7777))?;
-                }
-            }
+        if !meta.file_type().is_symlink()
+            && let Ok(mode) = header.mode()
+            && mode & 0o6000 != 0
+        {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o7777))?;
         }
         Ok(())
     }

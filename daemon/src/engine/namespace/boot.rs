@@ -111,9 +111,7 @@ pub fn helper_main(args: Vec<OsString>) -> ! {
         .and_then(|a| serde_json::from_slice::<Plan>(a.as_bytes()).ok())
         .ok_or_else(|| "bad helper arguments".to_owned())
         .and_then(|plan| boot(&plan, &mut channel));
-    let why = match result {
-        Err(why) => why,
-    };
+    let Err(why) = result;
     let _ = writeln!(channel, "fail {}", why.replace('\n', " "));
     std::process::exit(125)
 }

@@ -978,10 +978,10 @@ fn disk_used(dir: &Path) -> u64 {
             continue;
         }
         total += meta.blocks() * 512;
-        if meta.is_dir() {
-            if let Ok(entries) = std::fs::read_dir(&path) {
-                todo.extend(entries.flatten().map(|e| e.path()));
-            }
+        if meta.is_dir()
+            && let Ok(entries) = std::fs::read_dir(&path)
+        {
+            todo.extend(entries.flatten().map(|e| e.path()));
         }
     }
     total
