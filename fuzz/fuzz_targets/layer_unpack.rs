@@ -239,7 +239,7 @@ fn check(data: &[u8]) -> Result<()> {
         max_size: CAP,
         ..ImageLimits::default()
     };
-    let store = ImageStore::new(images.clone(), limits);
+    let store = ImageStore::new(images.clone(), limits, Default::default());
     let result = w.runtime.block_on(store.load_layout(&layout));
 
     let mut host = Vec::new();
