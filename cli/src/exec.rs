@@ -97,7 +97,13 @@ async fn stream(
     flags: &ExecFlags,
     command: &[String],
 ) -> Result<u8, Failure> {
-    let env = boxd_client::spec::parse_env(&flags.env)?;
+    let mut env = boxd_client::spec::parse_env(&flags.env)?;
+    if flags.tty && !env.contains_key("TERM") {
+        // The terminal the command draws on is this one.
+        if let Ok(term) = std::env::var("TERM") {
+            env.insert("TERM".into(), term);
+        }
+    }
     let start = v1::ExecStart {
         box_name: name.to_owned(),
         command: command[0].clone(),

@@ -27,6 +27,9 @@ use crate::error::{Error, Result};
 use crate::registry::{Registry, now_ms};
 use crate::validate;
 
+/// `TERM` for a TTY exec whose client gave none.
+const DEFAULT_TERM: &str = "xterm-256color";
+
 /// Output kept for a detached exec while no client is attached.
 pub const BACKLOG_BYTES: usize = 1 << 20;
 /// After the process exits, output still arriving (from a background
@@ -306,6 +309,10 @@ impl Execs {
             "" => record.spec.working_dir.clone().unwrap_or_default(),
             dir => validate::guest_path("working directory", dir)?,
         };
+        if req.tty && !env.iter().any(|(k, _)| k == "TERM") {
+            // Full-screen programs (vim, less, htop) need one.
+            env.push(("TERM".into(), DEFAULT_TERM.into()));
+        }
         let tty = if req.tty {
             let size = req.tty_size.unwrap_or(v1::TtySize { rows: 24, cols: 80 });
             Some(tty_size(size.rows, size.cols)?)

@@ -543,7 +543,7 @@ async fn env_working_dir_tty_and_network(engine: &'static str) {
         "/etc\n"
     );
 
-    let mut req = start_req("env", &["sh", "-c", "tty; stty size"]);
+    let mut req = start_req("env", &["sh", "-c", "tty; stty size; echo TERM=$TERM"]);
     req.tty = true;
     req.tty_size = Some(v1::TtySize {
         rows: 40,
@@ -555,6 +555,10 @@ async fn env_working_dir_tty_and_network(engine: &'static str) {
     assert!(
         text.contains("40 100"),
         "the size is set before the process starts: {text:?}"
+    );
+    assert!(
+        text.contains("TERM=xterm-256color"),
+        "a TTY exec has a TERM: {text:?}"
     );
 
     // No allow-net: loopback only.
