@@ -47,13 +47,9 @@ impl Check {
 
 /// Runs every check. None of them boots anything or needs the daemon.
 pub fn run(paths: &Paths) -> Vec<Check> {
-    let mut checks = vec![
-        privileges(),
-        bwrap(),
-        user_namespaces(),
-        box_ids(),
-        apparmor(),
-    ];
+    let mut checks = vec![privileges(), bwrap(), user_namespaces(), box_ids()];
+    checks.extend(box_roots_and_limits());
+    checks.push(apparmor());
     checks.extend(crate::engine::doctor_checks());
     checks.push(tool("protoc", &["--version"], "needed only to build BoxLite (Debian: apt-get install protobuf-compiler; macOS: brew install protobuf)"));
     checks.push(socket(&paths.socket));
@@ -219,6 +215,53 @@ fn box_ids() -> Check {
             "apt-get install uidmap; sudo usermod --add-subuids 100000-165535 --add-subgids 100000-165535 {user}"
         ),
     )
+}
+
+/// Whether boxes can be copy-on-write overlays here (the engine's own
+/// probe, in a temporary directory), and which limits are enforced.
+#[cfg(target_os = "linux")]
+fn box_roots_and_limits() -> Vec<Check> {
+    use crate::engine::namespace::{self, cgroup::Cgroups, idmap::IdMap};
+    let ids = IdMap::detect();
+    let privileged = nix::unistd::geteuid().is_root();
+    let probe = tempfile::tempdir()
+        .map_err(|e| e.to_string())
+        .and_then(|dir| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            Ok(rt.block_on(namespace::overlays_mount(dir.path(), &ids, privileged)))
+        });
+    let roots = match probe {
+        Ok(Ok(())) => Check::ok(
+            "box roots",
+            "copy-on-write overlays over one shared copy of each image",
+        ),
+        Ok(Err(why)) | Err(why) => Check::warn(
+            "box roots",
+            format!(
+                "each box gets a full copy of its image: overlays cannot be mounted here ({why})"
+            ),
+            "a kernel with overlayfs (5.11 or later for an unprivileged boxd), and boxd's home on a local file system",
+        ),
+    };
+    let limits = match Cgroups::inspect() {
+        Cgroups::None(why) => Check::warn(
+            "limits",
+            format!(
+                "no cgroups ({why}): a box's processes are limited by RLIMIT_NPROC only; memory and cpus are not enforced"
+            ),
+            "run boxd as a systemd user service (boxctl daemon install: Delegate=yes) on a cgroup v2 host",
+        ),
+        other => Check::ok("limits", other.describe()),
+    };
+    vec![roots, limits]
+}
+
+#[cfg(not(target_os = "linux"))]
+fn box_roots_and_limits() -> Vec<Check> {
+    Vec::new()
 }
 
 #[cfg(not(target_os = "linux"))]

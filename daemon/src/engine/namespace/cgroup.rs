@@ -62,6 +62,15 @@ const CPU_PERIOD: u64 = 100_000;
 impl Cgroups {
     /// Finds out what this host lets boxd do; makes boxd's own v2 layout.
     pub fn detect() -> Cgroups {
+        Cgroups::find(true)
+    }
+
+    /// What [`Cgroups::detect`] would find, changing nothing (for `doctor`).
+    pub fn inspect() -> Cgroups {
+        Cgroups::find(false)
+    }
+
+    fn find(set_up: bool) -> Cgroups {
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         if let Some(root) = v2_mount(&mounts) {
@@ -73,7 +82,24 @@ impl Cgroups {
                 .iter()
                 .any(|(c, _)| CONTROLLERS.contains(c));
             if !has_v1 {
-                return match setup_v2(&root.join(path.trim_start_matches('/'))) {
+                let own = root.join(path.trim_start_matches('/'));
+                if !set_up {
+                    let writable = nix::unistd::access(
+                        &own.join("cgroup.subtree_control"),
+                        nix::unistd::AccessFlags::W_OK,
+                    );
+                    return match writable {
+                        Ok(()) => Cgroups::V2 {
+                            base: own,
+                            controllers: CONTROLLERS.to_vec(),
+                        },
+                        Err(e) => Cgroups::None(format!(
+                            "boxd may not make cgroups under {} ({e}; a systemd service needs Delegate=yes)",
+                            own.display()
+                        )),
+                    };
+                }
+                return match setup_v2(&own) {
                     Ok((base, controllers)) => Cgroups::V2 { base, controllers },
                     Err(why) => Cgroups::None(why),
                 };
@@ -97,9 +123,19 @@ impl Cgroups {
             let base = mount.join(path.trim_start_matches('/')).join("boxd");
             // Writable here means a box's group can be made in it.
             let probe = base.join(format!("probe-{}", std::process::id()));
-            let made = std::fs::create_dir_all(&base)
-                .and_then(|()| std::fs::create_dir(&probe))
-                .and_then(|()| std::fs::remove_dir(&probe));
+            let made = if set_up {
+                std::fs::create_dir_all(&base)
+                    .and_then(|()| std::fs::create_dir(&probe))
+                    .and_then(|()| std::fs::remove_dir(&probe))
+            } else {
+                let at = if base.exists() {
+                    base.clone()
+                } else {
+                    mount.join(path.trim_start_matches('/'))
+                };
+                nix::unistd::access(&at, nix::unistd::AccessFlags::W_OK)
+                    .map_err(std::io::Error::from)
+            };
             match made {
                 Ok(()) => bases.push((controller, base)),
                 Err(e) => why.push(format!("{}: {e}", base.display())),

@@ -347,6 +347,19 @@ async fn probe(dir: &Path, ids: &IdMap, privileged: bool) -> Probe {
     }
 }
 
+/// Whether a box's overlay root can be mounted here with `ids` (for
+/// `doctor`): `Err` says why not.
+pub async fn overlays_mount(
+    dir: &Path,
+    ids: &IdMap,
+    privileged: bool,
+) -> std::result::Result<(), String> {
+    match probe(&dir.join("probe"), ids, privileged).await {
+        Probe::Ok => Ok(()),
+        Probe::NoMap(why) | Probe::NoOverlay(why) => Err(why),
+    }
+}
+
 /// How the image store owns what it unpacks, for boxes of `ids`.
 fn ownership(ids: &IdMap, privileged: bool) -> Ownership {
     if !ids.is_range() {
