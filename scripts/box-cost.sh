@@ -23,8 +23,10 @@ created=$(now)
 for i in $(seq "$N"); do "$B" start "c$i" >/dev/null; done
 started=$(now)
 sleep 1
-# Every process of every box: bwrap, its children and theirs (the init), once each.
-pids=$(pgrep -f "bwrap .*$BOXD_HOME/boxes/" || true)
+daemon_pid=$("$B" --json daemon status | sed -n 's/.*"pid":\([0-9]*\).*/\1/p')
+# Every process of every box: bwrap (a child of boxd), its children and
+# theirs (the init), once each.
+pids=$(pgrep -P "$daemon_pid" -x bwrap || true)
 all=$pids
 for _ in 1 2; do
   for p in $pids; do all="$all $(pgrep -P "$p" || true)"; done
@@ -35,14 +37,13 @@ for p in $all; do
   r=$(awk '/VmRSS/ {print $2}' "/proc/$p/status" 2>/dev/null || true)
   rss_kib=$((rss_kib + ${r:-0}))
 done
-daemon_pid=$("$B" --json daemon status | sed -n 's/.*"pid":\([0-9]*\).*/\1/p')
 awk -v n="$N" -v t="$t" -v c="$created" -v s="$started" \
-    -v disk="$(du -sm "$BOXD_HOME/boxes" | cut -f1)" -v img="$(du -sm "$BOXD_HOME/images" | cut -f1)" \
+    -v disk="$(du -sk "$BOXD_HOME/boxes" | cut -f1)" -v img="$(du -sm "$BOXD_HOME/images" | cut -f1)" \
     -v rss="$rss_kib" -v procs="$(echo $all | wc -w)" -v drss="$(awk '/VmRSS/ {print $2}' "/proc/$daemon_pid/status")" 'BEGIN {
   printf "| %d boxes from the Node image (namespace engine) | per box |\n| --- | ---: |\n", n
-  printf "| create (copy of the unpacked image) | %.2f s |\n", (c - t) / n
+  printf "| create (an overlay over the shared image) | %.0f ms |\n", (c - t) * 1000 / n
   printf "| start | %.0f ms |\n", (s - c) * 1000 / n
-  printf "| disk (writable layer) | %.0f MB (image cache, shared: %d MB) |\n", disk / n, img
+  printf "| disk (the box'"'"'s own layer and record) | %.0f KiB (image cache, shared: %d MB) |\n", disk / n, img
   printf "| memory, idle running box (%d processes: bwrap + init) | %.1f MB RSS |\n", procs / n, rss / 1024 / n
   printf "| the daemon itself, with %d boxes running | %.1f MB RSS |\n", n, drss / 1024
 }'
