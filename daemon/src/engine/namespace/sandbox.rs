@@ -112,7 +112,6 @@ pub enum ProbeError {
 /// its exit): maps its user namespace with `ids` and collects its warnings.
 async fn boot(
     helper: Helper,
-    pid_of: impl FnOnce(&Child) -> i32,
     ids: &IdMap,
     cgroup: Option<&BoxCgroup>,
     warnings: &mut Vec<String>,
@@ -120,7 +119,7 @@ async fn boot(
     let (child, ours) = helper
         .spawn("the box's boot helper")
         .map_err(|e| (None, BootError::Other(e)))?;
-    let pid = pid_of(&child);
+    let pid = child.id().unwrap_or(0) as i32;
     let talk = async {
         ours.set_nonblocking(true)
             .map_err(|e| BootError::Other(Error::io("helper channel", e)))?;
@@ -196,8 +195,7 @@ pub async fn probe(
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true);
-    let pid_of = |c: &Child| c.id().unwrap_or(0) as i32;
-    match boot(helper, pid_of, ids, None, &mut Vec::new()).await {
+    match boot(helper, ids, None, &mut Vec::new()).await {
         Ok(mut child) => match child.wait().await {
             Ok(s) if s.success() => Ok(()),
             other => Err(ProbeError::Map(format!("the boot helper ended: {other:?}"))),
@@ -242,9 +240,7 @@ impl Sandbox {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
-        let mut stderr = None;
-        let pid_of = |c: &Child| c.id().unwrap_or(0) as i32;
-        let booted = boot(helper, pid_of, idmap, Some(cgroup), warnings).await;
+        let booted = boot(helper, idmap, Some(cgroup), warnings).await;
         drop((info_w, seccomp));
         let mut child = match booted {
             Ok(child) => child,
@@ -255,10 +251,7 @@ impl Sandbox {
                 return Err(e.into());
             }
         };
-        if let Some(err) = child.stderr.take() {
-            stderr = Some(Tail::collect(err, box_name));
-        }
-        let stderr = stderr.expect("stderr is piped");
+        let stderr = Tail::collect(child.stderr.take().expect("stderr is piped"), box_name);
 
         // bubblewrap writes its pid 1 to the info pipe (a few bytes).
         let info = tokio::task::spawn_blocking(move || {

@@ -122,6 +122,8 @@ pub async fn run_as_box_root(idmap: &IdMap, argv: &[OsString]) -> Result<Vec<u8>
         .into_split();
     let mut lines = tokio::io::BufReader::new(read).lines();
     let mapped = map_helper(&mut lines, &mut write, pid, idmap, |_| Ok(())).await;
+    // Unmapped, the helper waits for `go`: the channel's end is its answer.
+    drop((lines, write));
     let out = child
         .wait_with_output()
         .await
@@ -136,14 +138,8 @@ pub async fn run_as_box_root(idmap: &IdMap, argv: &[OsString]) -> Result<Vec<u8>
         if err.contains("No space left") || err.contains("Disk quota exceeded") {
             return Err(Error::no_space(&format!("running {what} as box root")));
         }
-        let tail: String = err
-            .chars()
-            .rev()
-            .take(2000)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
+        let from = err.char_indices().rev().nth(2000).map_or(0, |(i, _)| i);
+        let tail = &err[from..];
         return Err(Error::Engine(format!(
             "{what} as box root failed ({}): {}",
             out.status,
