@@ -282,21 +282,6 @@ impl BoxCgroup {
             .unwrap_or(0)
     }
 
-    /// Memory the box uses now, in bytes.
-    pub fn memory_bytes(&self) -> Option<u64> {
-        let (dir, v2) = self.memory.as_ref()?;
-        let file = if *v2 {
-            "memory.current"
-        } else {
-            "memory.usage_in_bytes"
-        };
-        std::fs::read_to_string(dir.join(file))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-    }
-
     /// Removes the box's cgroups once its processes are gone (best effort:
     /// a directory still in use stays, and is reused at the next start).
     pub fn remove(&self) {

@@ -291,11 +291,6 @@ impl IdMap {
         host_id(&self.uid, id)
     }
 
-    /// The host gid of box gid `id`; `None` when it is not mapped.
-    pub fn host_gid(&self, id: u32) -> Option<u32> {
-        host_id(&self.gid, id)
-    }
-
     /// A short text that changes whenever the map does: files unpacked
     /// under one map are wrong under another.
     pub fn tag(&self) -> String {
