@@ -119,6 +119,7 @@ async fn stream(
             None
         },
         detach: false,
+        resumable: false,
     };
     let exec = ExecStream::start(client, start)
         .await

@@ -45,6 +45,7 @@ impl ExecStream {
             client,
             Msg::Attach(v1::ExecAttach {
                 exec_id: exec_id.to_owned(),
+                ..Default::default()
             }),
         )
         .await

@@ -368,6 +368,7 @@ impl Execs {
             event: Some(Event::Started(v1::ExecStarted {
                 exec_id: id.clone(),
                 launch_ms,
+                ..Default::default()
             })),
         };
         // The exec is addressable before its client learns the id, and the
@@ -411,6 +412,7 @@ impl Execs {
             event: Some(Event::Started(v1::ExecStarted {
                 exec_id: id.to_owned(),
                 launch_ms: 0,
+                ..Default::default()
             })),
         };
         let _ = sub.send(Ok(started)).await;

@@ -121,6 +121,7 @@ async fn pump_input(
             Msg::CloseStdin(false) => Ok(()),
             Msg::Signal(s) => validate::signal(&s.signal).and_then(|sig| session.signal(sig)),
             Msg::Resize(size) => session.resize(size.rows, size.cols),
+            Msg::Ack(_) => Ok(()),
             Msg::Start(_) | Msg::Attach(_) => Err(Error::InvalidArgument(
                 "`start` and `attach` come only first".into(),
             )),
@@ -360,6 +361,7 @@ impl Boxd for Service {
                 detach: s.detach,
                 attached: s.attached() as u32,
                 exited: s.exited(),
+                exit: None,
             });
         }
         Ok(Response::new(v1::ListExecsResponse { execs }))

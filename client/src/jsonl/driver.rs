@@ -587,6 +587,7 @@ impl Driver {
             tty: e.tty.unwrap_or(false),
             tty_size: None,
             detach: false,
+            resumable: false,
         };
         let mut client = self.client()?;
         let exec = ExecStream::start(&mut client, start).await?;
