@@ -90,18 +90,21 @@ impl ExecStream {
     /// The next event; `None` after the exit (or if the daemon went away
     /// without one, which is reported as an error instead).
     pub async fn next(&mut self) -> Result<Option<ExecEvent>, Status> {
-        match self.responses.message().await.map_err(crate::lost_daemon)? {
-            None => Err(Status::unavailable(
-                "boxd ended the exec stream without an exit",
-            )),
-            Some(v1::ExecResponse { event }) => Ok(match event {
-                Some(Event::Stdout(b)) => Some(ExecEvent::Stdout(b)),
-                Some(Event::Stderr(b)) => Some(ExecEvent::Stderr(b)),
-                Some(Event::Exit(e)) => Some(ExecEvent::Exit(e)),
-                Some(Event::Started(_)) | None => {
-                    return Err(Status::internal("unexpected message on the exec stream"));
-                }
-            }),
+        loop {
+            return match self.responses.message().await.map_err(crate::lost_daemon)? {
+                None => Err(Status::unavailable(
+                    "boxd ended the exec stream without an exit",
+                )),
+                Some(v1::ExecResponse { event }) => Ok(match event {
+                    Some(Event::Stdout(b)) => Some(ExecEvent::Stdout(b)),
+                    Some(Event::Stderr(b)) => Some(ExecEvent::Stderr(b)),
+                    Some(Event::Exit(e)) => Some(ExecEvent::Exit(e)),
+                    Some(Event::StdinOffset(_)) => continue,
+                    Some(Event::Started(_)) | None => {
+                        return Err(Status::internal("unexpected message on the exec stream"));
+                    }
+                }),
+            };
         }
     }
 

@@ -1,51 +1,71 @@
 //! Exec sessions: a running command, its input, and the clients that read
 //! its output.
 //!
+//! A session holds an engine's [`ExecHandle`]; its output is a log
+//! (`exec_log.rs`) that each client reads through a subscription of its
+//! own, from offsets of its own. The log lives where the process's pipes
+//! are read: in the box's supervisor for the namespace engine (so that
+//! execs outlive the daemon), in the daemon for BoxLite.
+//!
 //! Invariants:
 //! - every output chunk of an exec is delivered before its exit, and the
 //!   exit is delivered exactly once to each attached client;
 //! - backpressure: output is read from the process only as fast as the
-//!   slowest attached client takes it; with no client attached (a detached
-//!   exec) at most [`BACKLOG_BYTES`] are kept, oldest dropped first;
-//! - a non-detached exec whose starting client goes away is killed;
-//! - stdin is written in order, and a sender waits while the command does
-//!   not read.
+//!   slowest attached client acknowledges it (a resumable client
+//!   acknowledges what it took; for the others the daemon acknowledges
+//!   what it handed to their connection); with no client attached a
+//!   detached exec keeps its last 1 MiB, a non-detached one waits for its
+//!   client to come back;
+//! - a non-detached exec whose starting client goes away is killed (not
+//!   when the daemon itself is going: its clients come back to the next
+//!   one), and one found again at start is killed when no client attaches
+//!   within [`REATTACH_WITHIN`];
+//! - stdin is written in order, each byte once, however often a
+//!   reattaching client resends it: bytes carry their offset in the stdin
+//!   stream; at most [`STDIN_QUEUE`] bytes are queued per exec.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use boxd_proto::bytes::{Bytes, BytesMut};
+use boxd_proto::bytes::Bytes;
 use boxd_proto::tonic::Status;
 use boxd_proto::v1::{self, exec_response::Event};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 
-use crate::engine::{ExecSpec, ExitStatus, ProcessControl};
+use crate::engine::exec::{Acks, ExecHandle, Subscription};
+use crate::engine::{Adopted, ExecSpec, ExitStatus};
 use crate::error::{Error, Result};
+use crate::exec_log::{self, Offsets, Stream};
 use crate::registry::{Registry, now_ms};
 use crate::validate;
 
 /// `TERM` for a TTY exec whose client gave none.
 const DEFAULT_TERM: &str = "xterm-256color";
-
-/// Output kept for a detached exec while no client is attached.
-pub const BACKLOG_BYTES: usize = 1 << 20;
-/// After the process exits, output still arriving (from a background
-/// process holding the pipe) is read until the pipe is quiet this long.
-const QUIET_AFTER_EXIT: Duration = Duration::from_millis(100);
-const CHUNK: usize = 128 * 1024;
+/// How long an exec found again at start waits for its client.
+pub const REATTACH_WITHIN: Duration = Duration::from_secs(30);
+/// Stdin bytes queued per exec before a sender waits (a resumable client
+/// keeps at most 1 MiB in flight, so it never does).
+pub const STDIN_QUEUE: usize = 2 << 20;
+/// Exited execs kept (with their last output) for `attach` and `logs`.
+const KEEP_EXITED: usize = 32;
 
 /// What the gRPC layer hands a client's response stream.
-pub type Subscriber = mpsc::Sender<Result<v1::ExecResponse, Status>>;
+pub type Subscriber = mpsc::Sender<std::result::Result<v1::ExecResponse, Status>>;
 
-enum Stdin {
-    Data(Bytes),
+struct StdinChunk {
+    at: u64,
+    data: Bytes,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+enum StdinMsg {
+    Data(StdinChunk),
     Close,
 }
 
-/// One running (or just finished) command.
+/// One running (or finished, and kept) command.
 pub struct Session {
     pub id: String,
     pub box_name: String,
@@ -54,112 +74,152 @@ pub struct Session {
     pub started_at_ms: i64,
     pub tty: bool,
     pub detach: bool,
-    control: Arc<dyn ProcessControl>,
-    stdin: Option<mpsc::Sender<Stdin>>,
-    stdin_closed: AtomicBool,
+    handle: Arc<dyn ExecHandle>,
+    stdin: Option<Stdin>,
     timed_out: AtomicBool,
-    out: tokio::sync::Mutex<Fanout>,
-    /// How many clients are attached, readable without waiting for `out`
-    /// (which a slow client can hold for as long as it is slow).
-    attached: std::sync::atomic::AtomicUsize,
-    done: watch::Sender<bool>,
+    /// How many clients are attached.
+    attached: AtomicUsize,
+    /// Set once the exit is known.
+    exit: watch::Sender<Option<ExitStatus>>,
 }
 
-#[derive(Default)]
-struct Fanout {
-    subscribers: Vec<Subscriber>,
-    backlog: VecDeque<v1::ExecResponse>,
-    backlog_bytes: usize,
-    exit: Option<v1::ExecExit>,
-    /// Whether any client received the exit.
-    exit_delivered: bool,
-}
-
-impl Fanout {
-    fn keep(&mut self, msg: v1::ExecResponse) {
-        self.backlog_bytes += payload_len(&msg);
-        self.backlog.push_back(msg);
-        while self.backlog_bytes > BACKLOG_BYTES {
-            match self.backlog.pop_front() {
-                Some(old) => self.backlog_bytes -= payload_len(&old),
-                None => break,
-            }
-        }
-    }
-
-    /// Sends to every subscriber, waiting for each; drops those gone.
-    /// Returns whether anyone received it.
-    async fn send(&mut self, msg: &v1::ExecResponse) -> bool {
-        let mut i = 0;
-        while i < self.subscribers.len() {
-            if self.subscribers[i].send(Ok(msg.clone())).await.is_ok() {
-                i += 1;
-            } else {
-                self.subscribers.swap_remove(i);
-            }
-        }
-        !self.subscribers.is_empty()
-    }
-}
-
-fn payload_len(msg: &v1::ExecResponse) -> usize {
-    match &msg.event {
-        Some(Event::Stdout(b) | Event::Stderr(b)) => b.len(),
-        _ => 0,
-    }
+/// The session's side of the command's stdin: a byte-bounded queue that
+/// one task writes through the engine, in order.
+struct Stdin {
+    tx: mpsc::UnboundedSender<StdinMsg>,
+    room: Arc<Semaphore>,
+    /// The offset the next queued byte gets.
+    next: tokio::sync::Mutex<u64>,
+    closed: AtomicBool,
+    /// Bytes the command has been given (as the engine last said).
+    taken: watch::Sender<u64>,
 }
 
 impl Session {
+    fn new(
+        meta: Meta,
+        handle: Arc<dyn ExecHandle>,
+        stdin: bool,
+        stdin_at: u64,
+        exit: Option<ExitStatus>,
+    ) -> Arc<Session> {
+        let stdin = stdin.then(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let taken = watch::channel(stdin_at).0;
+            tokio::spawn(write_stdin(handle.clone(), rx, taken.clone()));
+            Stdin {
+                tx,
+                room: Arc::new(Semaphore::new(STDIN_QUEUE)),
+                next: tokio::sync::Mutex::new(stdin_at),
+                closed: AtomicBool::new(false),
+                taken,
+            }
+        });
+        let session = Arc::new(Session {
+            id: meta.id,
+            box_name: meta.box_name,
+            command: meta.command,
+            args: meta.args,
+            started_at_ms: meta.started_at_ms,
+            tty: meta.tty,
+            detach: meta.detach,
+            handle,
+            stdin,
+            timed_out: AtomicBool::new(false),
+            attached: AtomicUsize::new(0),
+            exit: watch::channel(exit).0,
+        });
+        let s = session.clone();
+        tokio::spawn(async move {
+            if s.exit.borrow().is_none() {
+                let status = s.handle.wait().await;
+                s.exit.send_replace(Some(status));
+            }
+        });
+        session
+    }
+
     pub fn exited(&self) -> bool {
-        *self.done.borrow()
+        self.exit.borrow().is_some()
+    }
+
+    /// How it ended, once it has, as the API says it.
+    pub fn exit(&self) -> Option<v1::ExecExit> {
+        self.exit.borrow().clone().map(|s| self.exit_proto(s))
+    }
+
+    fn exit_proto(&self, status: ExitStatus) -> v1::ExecExit {
+        v1::ExecExit {
+            code: status.code,
+            signal: status.signal,
+            error: status.error.unwrap_or_default(),
+            timed_out: self.timed_out.load(Ordering::SeqCst),
+        }
     }
 
     pub fn attached(&self) -> usize {
         self.attached.load(Ordering::SeqCst)
     }
 
-    fn count_attached(&self, out: &Fanout) {
-        self.attached.store(out.subscribers.len(), Ordering::SeqCst);
-    }
-
-    /// Queues bytes for the command's stdin, waiting while it does not read.
+    /// Queues bytes for the command's stdin; waits while [`STDIN_QUEUE`]
+    /// bytes are queued.
     pub async fn write_stdin(&self, data: Bytes) -> Result<()> {
-        let tx = self.stdin_sender()?;
-        tx.send(Stdin::Data(data)).await.map_err(|_| stdin_gone())
+        let stdin = self.stdin_open()?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let want = data.len().min(STDIN_QUEUE) as u32;
+        let permit = stdin
+            .room
+            .clone()
+            .acquire_many_owned(want)
+            .await
+            .map_err(|_| stdin_gone())?;
+        let mut next = stdin.next.lock().await;
+        let at = *next;
+        *next += data.len() as u64;
+        stdin
+            .tx
+            .send(StdinMsg::Data(StdinChunk {
+                at,
+                data,
+                _permit: permit,
+            }))
+            .map_err(|_| stdin_gone())
     }
 
     pub async fn close_stdin(&self) -> Result<()> {
-        let tx = self.stdin_sender()?;
-        self.stdin_closed.store(true, Ordering::SeqCst);
+        let stdin = self.stdin_open()?;
+        stdin.closed.store(true, Ordering::SeqCst);
         // The writer may be gone already (the command exited); that is EOF too.
-        let _ = tx.send(Stdin::Close).await;
+        let _ = stdin.tx.send(StdinMsg::Close);
         Ok(())
     }
 
-    fn stdin_sender(&self) -> Result<&mpsc::Sender<Stdin>> {
-        let tx = self.stdin.as_ref().ok_or_else(|| {
+    fn stdin_open(&self) -> Result<&Stdin> {
+        let stdin = self.stdin.as_ref().ok_or_else(|| {
             Error::FailedPrecondition(format!("exec {} was started without stdin", self.id))
         })?;
-        if self.stdin_closed.load(Ordering::SeqCst) {
+        if stdin.closed.load(Ordering::SeqCst) {
             return Err(Error::FailedPrecondition(format!(
                 "stdin of exec {} is closed",
                 self.id
             )));
         }
-        Ok(tx)
+        Ok(stdin)
     }
 
-    pub fn signal(&self, signal: i32) -> Result<()> {
+    pub async fn signal(&self, signal: i32) -> Result<()> {
         if self.exited() {
             return Err(Error::FailedPrecondition(format!(
                 "exec {} has exited",
                 self.id
             )));
         }
-        self.control.signal(signal)
+        self.handle.signal(signal).await
     }
 
-    pub fn resize(&self, rows: u32, cols: u32) -> Result<()> {
+    pub async fn resize(&self, rows: u32, cols: u32) -> Result<()> {
         if !self.tty {
             return Err(Error::FailedPrecondition(format!(
                 "exec {} has no TTY",
@@ -167,66 +227,36 @@ impl Session {
             )));
         }
         let (rows, cols) = tty_size(rows, cols)?;
-        self.control.resize(rows, cols)
+        self.handle.resize(rows, cols).await
     }
 
-    /// Resolves when the exec has exited and its exit was handed out.
+    /// Resolves when the exec has exited.
     pub async fn wait_done(&self) {
-        let mut rx = self.done.subscribe();
-        let _ = rx.wait_for(|d| *d).await;
+        let mut rx = self.exit.subscribe();
+        let _ = rx.wait_for(|d| d.is_some()).await;
     }
+}
 
-    async fn deliver(&self, msg: v1::ExecResponse) {
-        let mut out = self.out.lock().await;
-        if !out.send(&msg).await {
-            out.keep(msg);
-        }
-        self.count_attached(&out);
-    }
-
-    async fn finish(&self, status: ExitStatus) -> bool {
-        let exit = v1::ExecExit {
-            code: status.code,
-            signal: status.signal,
-            error: status.error.unwrap_or_default(),
-            timed_out: self.timed_out.load(Ordering::SeqCst),
-        };
-        let mut out = self.out.lock().await;
-        let msg = v1::ExecResponse {
-            event: Some(Event::Exit(exit.clone())),
-        };
-        out.exit_delivered = out.send(&msg).await;
-        out.exit = Some(exit);
-        // Dropping the senders ends every client's stream after the exit.
-        out.subscribers.clear();
-        self.count_attached(&out);
-        self.done.send_replace(true);
-        out.exit_delivered
-    }
-
-    /// Adds a client: replays what a detached exec kept, then streams.
-    /// Returns false when the exec had already exited (the client got the
-    /// backlog and the exit, and the session can go).
-    async fn attach(&self, sub: Subscriber) -> bool {
-        let mut out = self.out.lock().await;
-        while let Some(msg) = out.backlog.pop_front() {
-            out.backlog_bytes -= payload_len(&msg);
-            if sub.send(Ok(msg)).await.is_err() {
-                return true;
+/// Writes queued stdin through the engine, in order, and publishes how
+/// much the command took.
+async fn write_stdin(
+    handle: Arc<dyn ExecHandle>,
+    mut rx: mpsc::UnboundedReceiver<StdinMsg>,
+    taken: watch::Sender<u64>,
+) {
+    while let Some(msg) = rx.recv().await {
+        match msg {
+            StdinMsg::Data(chunk) => match handle.write_stdin(chunk.at, chunk.data).await {
+                Ok(now) => {
+                    taken.send_replace(now);
+                }
+                Err(_) => break,
+            },
+            StdinMsg::Close => {
+                let _ = handle.close_stdin().await;
+                break;
             }
         }
-        if let Some(exit) = out.exit.clone() {
-            let _ = sub
-                .send(Ok(v1::ExecResponse {
-                    event: Some(Event::Exit(exit)),
-                }))
-                .await;
-            out.exit_delivered = true;
-            return false;
-        }
-        out.subscribers.push(sub);
-        self.count_attached(&out);
-        true
     }
 }
 
@@ -243,10 +273,31 @@ pub fn tty_size(rows: u32, cols: u32) -> Result<(u16, u16)> {
     }
 }
 
+struct Meta {
+    id: String,
+    box_name: String,
+    command: String,
+    args: Vec<String>,
+    started_at_ms: i64,
+    tty: bool,
+    detach: bool,
+}
+
+/// A client's subscription, as its input loop sees it: where its
+/// acknowledgements go.
+pub struct Attached {
+    pub session: Arc<Session>,
+    pub acks: Arc<dyn Acks>,
+    pub resumable: bool,
+}
+
 /// All exec sessions of the daemon.
 pub struct Execs {
     registry: Arc<Registry>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// The daemon is stopping: clients that go now come back to the next
+    /// one, so their execs are not killed.
+    stopping: AtomicBool,
 }
 
 impl Execs {
@@ -254,6 +305,7 @@ impl Execs {
         Arc::new(Execs {
             registry,
             sessions: Mutex::new(HashMap::new()),
+            stopping: AtomicBool::new(false),
         })
     }
 
@@ -287,16 +339,39 @@ impl Execs {
             .count() as u32
     }
 
-    fn forget(&self, id: &str) {
-        self.sessions.lock().expect("exec table").remove(id);
+    fn insert(self: &Arc<Self>, session: Arc<Session>) {
+        self.sessions
+            .lock()
+            .expect("exec table")
+            .insert(session.id.clone(), session.clone());
+        // Once it exits, the oldest exited beyond [`KEEP_EXITED`] go.
+        let execs = Arc::downgrade(self);
+        tokio::spawn(async move {
+            session.wait_done().await;
+            if let Some(execs) = execs.upgrade() {
+                execs.prune();
+            }
+        });
+    }
+
+    fn prune(&self) {
+        let mut table = self.sessions.lock().expect("exec table");
+        let mut exited: Vec<(i64, String)> = table
+            .values()
+            .filter(|s| s.exited())
+            .map(|s| (s.started_at_ms, s.id.clone()))
+            .collect();
+        if exited.len() <= KEEP_EXITED {
+            return;
+        }
+        exited.sort();
+        for (_, id) in &exited[..exited.len() - KEEP_EXITED] {
+            table.remove(id);
+        }
     }
 
     /// Starts a command; `sub` receives `started`, the output and the exit.
-    pub async fn start(
-        self: &Arc<Self>,
-        req: v1::ExecStart,
-        sub: Subscriber,
-    ) -> Result<Arc<Session>> {
+    pub async fn start(self: &Arc<Self>, req: v1::ExecStart, sub: Subscriber) -> Result<Attached> {
         let begin = Instant::now();
         validate::exec_start(&req)?;
         let record = self.registry.running(&req.box_name).await?;
@@ -319,7 +394,10 @@ impl Execs {
         } else {
             None
         };
+        let id = new_exec_id();
         let spec = ExecSpec {
+            id: id.clone(),
+            detach: req.detach,
             command: req.command.clone(),
             args: req.args.clone(),
             env,
@@ -327,28 +405,9 @@ impl Execs {
             stdin: req.stdin,
             tty,
         };
-        let process = self.registry.engine().exec(&record, spec).await?;
+        let started = self.registry.engine().exec(&record, spec).await?;
         let launch_ms = begin.elapsed().as_millis() as u64;
-
-        let id = new_exec_id();
-        let stdin = process.stdin.map(|mut w| {
-            let (tx, mut rx) = mpsc::channel::<Stdin>(8);
-            tokio::spawn(async move {
-                while let Some(msg) = rx.recv().await {
-                    match msg {
-                        Stdin::Data(d) => {
-                            if w.write_all(&d).await.is_err() || w.flush().await.is_err() {
-                                break;
-                            }
-                        }
-                        Stdin::Close => break,
-                    }
-                }
-                let _ = w.shutdown().await;
-            });
-            tx
-        });
-        let session = Arc::new(Session {
+        let meta = Meta {
             id: id.clone(),
             box_name: req.box_name.clone(),
             command: req.command,
@@ -356,172 +415,207 @@ impl Execs {
             started_at_ms: now_ms(),
             tty: tty.is_some(),
             detach: req.detach,
-            control: process.control,
-            stdin,
-            stdin_closed: AtomicBool::new(false),
-            timed_out: AtomicBool::new(false),
-            out: tokio::sync::Mutex::new(Fanout::default()),
-            attached: std::sync::atomic::AtomicUsize::new(0),
-            done: watch::channel(false).0,
-        });
-        let started = v1::ExecResponse {
-            event: Some(Event::Started(v1::ExecStarted {
-                exec_id: id.clone(),
-                launch_ms,
-                ..Default::default()
-            })),
         };
+        let session = Session::new(meta, started.handle, req.stdin, 0, None);
         // The exec is addressable before its client learns the id, and the
         // client learns the id before any output.
-        self.sessions
-            .lock()
-            .expect("exec table")
-            .insert(id.clone(), session.clone());
-        let _ = sub.send(Ok(started)).await;
-        {
-            let mut out = session.out.lock().await;
-            out.subscribers.push(sub.clone());
-            session.count_attached(&out);
-        }
+        self.insert(session.clone());
         tracing::debug!(exec_id = %id, box_name = %session.box_name, launch_ms, "exec started");
-
-        self.spawn_pump(
-            session.clone(),
-            process.stdout,
-            process.stderr,
-            process.exit,
-        );
         if req.timeout_ms > 0 {
             let s = session.clone();
             let limit = Duration::from_millis(req.timeout_ms);
             tokio::spawn(async move {
                 if tokio::time::timeout(limit, s.wait_done()).await.is_err() {
                     s.timed_out.store(true, Ordering::SeqCst);
-                    let _ = s.control.signal(libc::SIGKILL);
+                    let _ = s.handle.signal(libc::SIGKILL).await;
                 }
             });
         }
-        self.reap_when_gone(session.clone(), sub, true);
-        Ok(session)
+        let owner = !req.detach;
+        Ok(self.serve(session, started.first, sub, req.resumable, launch_ms, owner))
     }
 
-    /// Attaches another client to a running exec.
-    pub async fn attach(self: &Arc<Self>, id: &str, sub: Subscriber) -> Result<Arc<Session>> {
-        let session = self.get(id)?;
-        let started = v1::ExecResponse {
-            event: Some(Event::Started(v1::ExecStarted {
-                exec_id: id.to_owned(),
-                launch_ms: 0,
-                ..Default::default()
-            })),
+    /// Attaches another client to an exec, from `from` in its output.
+    pub async fn attach(
+        self: &Arc<Self>,
+        req: v1::ExecAttach,
+        sub: Subscriber,
+    ) -> Result<Attached> {
+        let session = self.get(&req.exec_id)?;
+        let from = Offsets {
+            stdout: req.stdout_offset,
+            stderr: req.stderr_offset,
         };
-        let _ = sub.send(Ok(started)).await;
-        if !session.attach(sub.clone()).await {
-            self.forget(id);
-        } else {
-            self.reap_when_gone(session.clone(), sub, false);
+        let subscription = session.handle.subscribe(from).await?;
+        if let Some(stdin) = &session.stdin {
+            // A reattaching client resends from here; bytes still queued
+            // for the old one are written once (they carry offsets).
+            *stdin.next.lock().await = subscription.stdin_offset;
         }
-        Ok(session)
+        Ok(self.serve(session, subscription, sub, req.resumable, 0, false))
     }
 
-    /// Kills a non-detached exec when its starting client goes away.
-    fn reap_when_gone(self: &Arc<Self>, session: Arc<Session>, sub: Subscriber, owner: bool) {
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = sub.closed() => {
-                    if owner && !session.detach && !session.exited() {
-                        tracing::info!(exec_id = %session.id, "client went away; killing its exec");
-                        let _ = session.control.signal(libc::SIGKILL);
+    /// Takes in the execs a box kept while the daemon was away.
+    pub fn adopt(self: &Arc<Self>, box_name: &str, execs: Vec<Adopted>) {
+        for a in execs {
+            let meta = Meta {
+                id: a.id,
+                box_name: box_name.to_owned(),
+                command: a.command,
+                args: a.args,
+                started_at_ms: a.started_at_ms,
+                tty: a.tty,
+                detach: a.detach,
+            };
+            let running = a.exit.is_none();
+            // Stdin is offered as long as it runs; the engine refuses it
+            // when the command was started without.
+            let session = Session::new(meta, a.handle, running, 0, a.exit);
+            tracing::info!(exec_id = %session.id, box_name, running, "exec found again");
+            self.insert(session.clone());
+            if running && !session.detach {
+                tokio::spawn(async move {
+                    tokio::time::sleep(REATTACH_WITHIN).await;
+                    if session.attached() == 0 && !session.exited() {
+                        tracing::info!(exec_id = %session.id, "no client came back for it; killing it");
+                        let _ = session.handle.signal(libc::SIGKILL).await;
                     }
-                }
-                _ = session.wait_done() => {}
+                });
             }
-        });
+        }
     }
 
-    fn spawn_pump(
+    /// Sends `started`, then forwards the subscription to the client.
+    fn serve(
         self: &Arc<Self>,
         session: Arc<Session>,
-        stdout: std::pin::Pin<Box<dyn AsyncRead + Send>>,
-        stderr: Option<std::pin::Pin<Box<dyn AsyncRead + Send>>>,
-        exit: futures::future::BoxFuture<'static, ExitStatus>,
-    ) {
+        subscription: Subscription,
+        sub: Subscriber,
+        resumable: bool,
+        launch_ms: u64,
+        owner: bool,
+    ) -> Attached {
+        let acks: Arc<dyn Acks> = Arc::from(subscription.acks);
+        let started = v1::ExecResponse {
+            event: Some(Event::Started(v1::ExecStarted {
+                exec_id: session.id.clone(),
+                launch_ms,
+                stdout_offset: subscription.start.stdout,
+                stderr_offset: subscription.start.stderr,
+                stdin_offset: subscription.stdin_offset,
+            })),
+        };
+        session.attached.fetch_add(1, Ordering::SeqCst);
         let execs = self.clone();
+        let attached = Attached {
+            session: session.clone(),
+            acks: acks.clone(),
+            resumable,
+        };
+        let mut events = subscription.events;
+        let start = subscription.start;
         tokio::spawn(async move {
-            let (exited_tx, exited_rx) = watch::channel(false);
-            let (tx, mut rx) = mpsc::channel::<v1::ExecResponse>(4);
-            tokio::spawn(read_stream(
-                stdout,
-                Event::Stdout,
-                tx.clone(),
-                exited_rx.clone(),
-            ));
-            if let Some(stderr) = stderr {
-                tokio::spawn(read_stream(stderr, Event::Stderr, tx.clone(), exited_rx));
-            }
-            drop(tx);
-            let waiter = tokio::spawn(async move {
-                let status = exit.await;
-                exited_tx.send_replace(true);
-                status
-            });
-            while let Some(msg) = rx.recv().await {
-                session.deliver(msg).await;
-            }
-            let status = waiter.await.unwrap_or_else(|e| ExitStatus {
-                error: Some(format!("exec waiter failed: {e}")),
-                ..ExitStatus::default()
-            });
-            tracing::debug!(exec_id = %session.id, ?status, "exec exited");
-            let delivered = session.finish(status).await;
-            if delivered || !session.detach {
-                execs.forget(&session.id);
+            let delivered = forward(&session, &mut events, &sub, started, start, resumable, &*acks)
+                .await;
+            session.attached.fetch_sub(1, Ordering::SeqCst);
+            if !delivered
+                && owner
+                && !session.detach
+                && !session.exited()
+                && !execs.stopping.load(Ordering::SeqCst)
+            {
+                tracing::info!(exec_id = %session.id, "client went away; killing its exec");
+                let _ = session.handle.signal(libc::SIGKILL).await;
             }
         });
+        attached
     }
 
-    /// Kills every exec (daemon shutdown).
-    pub fn kill_all(&self) {
+    /// The daemon is stopping: execs whose engine keeps them running stay,
+    /// for their clients to find at the next start; the others are killed.
+    pub async fn stop(&self, execs_outlive_daemon: bool) {
+        self.stopping.store(true, Ordering::SeqCst);
+        if execs_outlive_daemon {
+            return;
+        }
         for s in self.list() {
             if !s.exited() {
-                let _ = s.control.signal(libc::SIGKILL);
+                let _ = s.handle.signal(libc::SIGKILL).await;
             }
         }
     }
 }
 
-/// Reads one output stream into the session's ordered channel.
-async fn read_stream(
-    mut r: std::pin::Pin<Box<dyn AsyncRead + Send>>,
-    wrap: fn(Bytes) -> Event,
-    tx: mpsc::Sender<v1::ExecResponse>,
-    mut exited: watch::Receiver<bool>,
-) {
-    let mut buf = BytesMut::new();
+/// Forwards one subscription to its client: `started`, output, stdin
+/// progress (to a resumable client), the exit. Returns whether the exit
+/// was delivered.
+async fn forward(
+    session: &Session,
+    events: &mut mpsc::Receiver<exec_log::Event>,
+    sub: &Subscriber,
+    started: v1::ExecResponse,
+    start: Offsets,
+    resumable: bool,
+    acks: &dyn Acks,
+) -> bool {
+    if sub.send(Ok(started)).await.is_err() {
+        return false;
+    }
+    let mut taken = session.stdin.as_ref().map(|s| s.taken.subscribe());
+    let mut at = start;
     loop {
-        // Chunks are handed on without copying: each read fills fresh space.
-        buf.reserve(CHUNK);
-        let read = if *exited.borrow() {
-            match tokio::time::timeout(QUIET_AFTER_EXIT, r.read_buf(&mut buf)).await {
-                Ok(res) => res,
-                Err(_) => break,
-            }
-        } else {
-            tokio::select! {
-                res = r.read_buf(&mut buf) => res,
-                _ = exited.changed() => continue,
+        let progress = async {
+            match taken.as_mut() {
+                Some(t) if resumable => t.changed().await.map(|()| *t.borrow_and_update()),
+                _ => std::future::pending().await,
             }
         };
-        match read {
-            Ok(0) | Err(_) => break, // EOF, or EIO from a pty whose slave closed
-            Ok(_) => {
-                let msg = v1::ExecResponse {
-                    event: Some(wrap(buf.split().freeze())),
-                };
-                if tx.send(msg).await.is_err() {
-                    break;
+        let event = tokio::select! {
+            biased;
+            e = events.recv() => e,
+            Ok(n) = progress => {
+                let msg = v1::ExecResponse { event: Some(Event::StdinOffset(n)) };
+                if sub.send(Ok(msg)).await.is_err() {
+                    return false;
+                }
+                continue;
+            }
+            _ = sub.closed() => return false,
+        };
+        let msg = match event {
+            Some(exec_log::Event::Output(stream, data)) => {
+                let n = data.len() as u64;
+                match stream {
+                    Stream::Stdout => {
+                        at.stdout += n;
+                        Event::Stdout(data)
+                    }
+                    Stream::Stderr => {
+                        at.stderr += n;
+                        Event::Stderr(data)
+                    }
                 }
             }
+            Some(exec_log::Event::Exit(status)) => Event::Exit(session.exit_proto(status)),
+            None => {
+                // The engine's side went away without an exit (the box's
+                // supervisor died, or the daemon is stopping).
+                return false;
+            }
+        };
+        let exit = matches!(msg, Event::Exit(_));
+        if sub
+            .send(Ok(v1::ExecResponse { event: Some(msg) }))
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        if exit {
+            return true;
+        }
+        if !resumable {
+            acks.ack(at);
         }
     }
 }

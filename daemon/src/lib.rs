@@ -9,6 +9,7 @@ pub mod doctor;
 pub mod egress;
 pub mod engine;
 pub mod error;
+pub mod exec_log;
 pub mod execs;
 pub mod image;
 pub mod limits;

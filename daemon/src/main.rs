@@ -232,6 +232,9 @@ async fn run(
     );
     registry.watch_ended();
     let execs = execs::Execs::new(registry.clone());
+    for (box_name, adopted) in registry.take_adopted() {
+        execs.adopt(&box_name, adopted);
+    }
     // A socket the service manager passed is its own: used as it is, never
     // removed.
     let activated = inherited.is_some();
@@ -274,8 +277,12 @@ async fn run(
     };
     tracing::info!(%reason, "shutting down");
     activation::notify("STOPPING=1");
+    // Before the streams close: clients that lose this daemon come back to
+    // the next, so their execs are not killed as abandoned.
+    execs
+        .stop(registry.engine().info().execs_outlive_daemon)
+        .await;
     shutdown.cancel();
-    execs.kill_all();
     if tokio::time::timeout(Duration::from_secs(3), registry.shutdown())
         .await
         .is_err()

@@ -98,6 +98,8 @@ pub struct Registry {
     max_boxes: usize,
     events: broadcast::Sender<v1::BoxEvent>,
     boxes: Mutex<BTreeMap<String, Arc<Slot>>>,
+    /// Execs of boxes found running at start, until the exec table takes them.
+    adopted: Mutex<Vec<(String, Vec<crate::engine::Adopted>)>>,
 }
 
 /// The result of [`Registry::create`].
@@ -137,6 +139,7 @@ impl Registry {
             .map(|b| b.id)
             .collect();
         let mut boxes = BTreeMap::new();
+        let mut adopted = Vec::new();
         let entries =
             std::fs::read_dir(&dir).map_err(|e| Error::io(format!("read {}", dir.display()), e))?;
         for entry in entries.flatten() {
@@ -160,11 +163,18 @@ impl Registry {
                 }
             };
             record.dir = entry.path();
-            if matches!(
+            let was_running = matches!(
                 record.state,
                 State::Running | State::Starting | State::Stopping
-            ) && !running.contains(&record.id)
-            {
+            );
+            if was_running && record.state == State::Running {
+                if let Some(execs) = engine.adopt(&record).await {
+                    adopted.push((record.name.clone(), execs));
+                    boxes.insert(record.name.clone(), Arc::new(Slot::new(record)));
+                    continue;
+                }
+            }
+            if was_running && !running.contains(&record.id) {
                 tracing::info!(name = %record.name, "box was running when boxd stopped; it is stopped now");
                 record.state = State::Stopped;
                 persist(&record)?;
@@ -179,7 +189,13 @@ impl Registry {
             max_boxes,
             events,
             boxes: Mutex::new(boxes),
+            adopted: Mutex::new(adopted),
         })
+    }
+
+    /// The execs of boxes found running at start, by box name (once).
+    pub fn take_adopted(&self) -> Vec<(String, Vec<crate::engine::Adopted>)> {
+        std::mem::take(&mut *self.adopted.lock().expect("adopted"))
     }
 
     pub fn engine(&self) -> &Arc<dyn Engine> {
@@ -473,7 +489,7 @@ impl Registry {
     }
 
     /// Daemon shutdown. Boxes whose engine keeps them running without the
-    /// daemon (BoxLite's detached VMs) are left running, to be found again
+    /// daemon (BoxLite's detached VMs, namespace boxes' supervisors) are left running, to be found again
     /// at the next start; the others are stopped, and their records say so.
     pub async fn shutdown(&self) {
         if self.engine.info().boxes_outlive_daemon {

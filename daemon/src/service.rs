@@ -14,7 +14,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::execs::{Execs, Session};
+use crate::execs::{Attached, Execs};
 use crate::registry::{self, BoxRecord, Registry};
 use crate::validate;
 
@@ -77,16 +77,16 @@ impl Service {
             })?;
         let (tx, rx) = mpsc::channel(16);
         let tx_for_errors = tx.clone();
-        let session = match first {
+        let attached = match first {
             Msg::Start(start) => self.execs.start(start, tx).await?,
-            Msg::Attach(a) => self.execs.attach(&a.exec_id, tx).await?,
+            Msg::Attach(a) => self.execs.attach(a, tx).await?,
             _ => {
                 return Err(Status::invalid_argument(
                     "the first exec request must be `start` or `attach`",
                 ));
             }
         };
-        tokio::spawn(pump_input(session, inbound, tx_for_errors));
+        tokio::spawn(pump_input(attached, inbound, tx_for_errors));
         Ok(ReceiverStream::new(rx))
     }
 }
@@ -96,10 +96,11 @@ impl Service {
 /// stream with the reason, which, like any client leaving, ends a
 /// non-detached exec.
 async fn pump_input(
-    session: Arc<Session>,
+    attached: Attached,
     mut inbound: Streaming<v1::ExecRequest>,
     errors: crate::execs::Subscriber,
 ) {
+    let session = &attached.session;
     loop {
         let msg = tokio::select! {
             m = inbound.message() => m,
@@ -119,9 +120,20 @@ async fn pump_input(
             Msg::Stdin(data) => session.write_stdin(data).await,
             Msg::CloseStdin(true) => session.close_stdin().await,
             Msg::CloseStdin(false) => Ok(()),
-            Msg::Signal(s) => validate::signal(&s.signal).and_then(|sig| session.signal(sig)),
-            Msg::Resize(size) => session.resize(size.rows, size.cols),
-            Msg::Ack(_) => Ok(()),
+            Msg::Signal(s) => match validate::signal(&s.signal) {
+                Ok(sig) => session.signal(sig).await,
+                Err(e) => Err(e),
+            },
+            Msg::Resize(size) => session.resize(size.rows, size.cols).await,
+            Msg::Ack(a) => {
+                if attached.resumable {
+                    attached.acks.ack(crate::exec_log::Offsets {
+                        stdout: a.stdout_offset,
+                        stderr: a.stderr_offset,
+                    });
+                }
+                Ok(())
+            }
             Msg::Start(_) | Msg::Attach(_) => Err(Error::InvalidArgument(
                 "`start` and `attach` come only first".into(),
             )),
@@ -325,7 +337,7 @@ impl Boxd for Service {
     ) -> Result<Response<v1::SignalExecResponse>, Status> {
         let req = req.into_inner();
         let signal = validate::signal(&req.signal.map(|s| s.signal).unwrap_or_default())?;
-        self.execs.get(&req.exec_id)?.signal(signal)?;
+        self.execs.get(&req.exec_id)?.signal(signal).await?;
         Ok(Response::new(v1::SignalExecResponse {}))
     }
 
@@ -337,7 +349,9 @@ impl Boxd for Service {
         let size = req
             .size
             .ok_or_else(|| Status::invalid_argument("size is required"))?;
-        self.execs.get(&req.exec_id)?.resize(size.rows, size.cols)?;
+        self.execs.get(&req.exec_id)?
+            .resize(size.rows, size.cols)
+            .await?;
         Ok(Response::new(v1::ResizeExecResponse {}))
     }
 
@@ -361,7 +375,7 @@ impl Boxd for Service {
                 detach: s.detach,
                 attached: s.attached() as u32,
                 exited: s.exited(),
-                exit: None,
+                exit: s.exit(),
             });
         }
         Ok(Response::new(v1::ListExecsResponse { execs }))

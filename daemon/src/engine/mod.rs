@@ -11,6 +11,7 @@
 //! without reshaping this trait.
 
 pub mod boxlite;
+pub mod exec;
 #[cfg(target_os = "linux")]
 pub mod namespace;
 
@@ -152,6 +153,8 @@ pub struct EngineInfo {
     /// Whether running boxes keep running when the daemon exits (and are
     /// found again by `list` when it restarts).
     pub boxes_outlive_daemon: bool,
+    /// Whether running execs keep running (and are found again) too.
+    pub execs_outlive_daemon: bool,
 }
 
 /// What `create` made.
@@ -172,8 +175,12 @@ pub struct EngineBox {
 
 /// A command to run in a running box. Environment and working directory are
 /// already merged (image, then box, then exec).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ExecSpec {
+    /// The daemon's id for it.
+    pub id: String,
+    /// Its output runs on while nobody reads it.
+    pub detach: bool,
     pub command: String,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
@@ -184,7 +191,7 @@ pub struct ExecSpec {
 }
 
 /// How a process ended.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ExitStatus {
     pub code: Option<i32>,
     pub signal: Option<i32>,
@@ -229,6 +236,20 @@ pub struct Process {
     pub stderr: Option<Output>,
     pub control: std::sync::Arc<dyn ProcessControl>,
     pub exit: BoxFuture<'static, ExitStatus>,
+}
+
+/// An exec that a box kept running (or kept the end of) while the daemon
+/// was away, found again at start.
+pub struct Adopted {
+    pub id: String,
+    pub command: String,
+    pub args: Vec<String>,
+    pub tty: bool,
+    pub detach: bool,
+    pub started_at_ms: i64,
+    pub handle: std::sync::Arc<dyn exec::ExecHandle>,
+    /// Set when it has exited.
+    pub exit: Option<ExitStatus>,
 }
 
 /// Which boxes use which image: manifest digest → box names.
@@ -283,7 +304,14 @@ pub trait Engine: Send + Sync + 'static {
     async fn list(&self) -> Result<Vec<EngineBox>, Error>;
 
     /// Runs a command in a running box.
-    async fn exec(&self, record: &BoxRecord, spec: ExecSpec) -> Result<Process, Error>;
+    async fn exec(&self, record: &BoxRecord, spec: ExecSpec) -> Result<exec::Started, Error>;
+
+    /// Finds a box recorded as running again after a daemon restart, with
+    /// the execs it kept. `None`: the engine does not run it (any more).
+    /// Engines whose boxes do not outlive the daemon find nothing.
+    async fn adopt(&self, _record: &BoxRecord) -> Option<Vec<Adopted>> {
+        None
+    }
 
     /// Bytes the box's own files take on disk (not the shared image), when
     /// the engine can tell.

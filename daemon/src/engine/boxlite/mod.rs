@@ -115,6 +115,7 @@ impl BoxliteEngine {
             network_filtering: true,
             create_warning: None,
             boxes_outlive_daemon: true,
+            execs_outlive_daemon: false,
         };
         tracing::info!(home = %bl_home.display(), can_boot = verdict.can_boot, reason = %verdict.reason, "BoxLite runtime opened");
         Ok(BoxliteEngine {
@@ -286,7 +287,7 @@ impl Engine for BoxliteEngine {
             .collect())
     }
 
-    async fn exec(&self, record: &BoxRecord, spec: ExecSpec) -> Result<Process> {
+    async fn exec(&self, record: &BoxRecord, spec: ExecSpec) -> Result<super::exec::Started> {
         let (info, handle) = self
             .handle(record)
             .await?
@@ -302,7 +303,13 @@ impl Engine for BoxliteEngine {
             .exec(box_command(&spec))
             .await
             .map_err(|e| map_err("exec in the microVM", e))?;
-        process(execution, spec.stdin, spec.tty).await
+        let process = process(execution, spec.stdin, spec.tty).await?;
+        let exec = super::exec::LocalExec::start(process, spec.detach);
+        let first = super::exec::LocalExec::subscription(exec.log(), Default::default());
+        Ok(super::exec::Started {
+            handle: exec,
+            first,
+        })
     }
 
     async fn shutdown(&self) {
@@ -857,6 +864,7 @@ mod tests {
             working_dir: "/tmp".into(),
             stdin: true,
             tty: Some((24, 80)),
+            ..Default::default()
         });
         let dbg = format!("{c:?}");
         assert!(dbg.contains("command: \"sh\""), "{dbg}");
@@ -871,6 +879,7 @@ mod tests {
             working_dir: String::new(),
             stdin: false,
             tty: None,
+            ..Default::default()
         });
         let dbg = format!("{c:?}");
         assert!(
@@ -1118,6 +1127,7 @@ mod tests {
                     working_dir: String::new(),
                     stdin: false,
                     tty: None,
+                    ..Default::default()
                 },
             )
             .await
@@ -1275,26 +1285,29 @@ mod tests {
                     working_dir: String::new(),
                     stdin: true,
                     tty: None,
+                    ..Default::default()
                 },
             )
             .await
             .unwrap();
-        use tokio::io::AsyncWriteExt;
-        let mut stdin = p.stdin.take().unwrap();
-        stdin.write_all(b"hello\n").await.unwrap();
-        drop(stdin);
-        let mut out = String::new();
-        p.stdout.read_to_string(&mut out).await.unwrap();
-        let mut err = String::new();
-        p.stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
+        p.handle
+            .write_stdin(0, bytes::Bytes::from_static(b"hello\n"))
             .await
             .unwrap();
+        p.handle.close_stdin().await.unwrap();
+        let (mut out, mut err, mut exit) = (String::new(), String::new(), None);
+        while let Some(e) = p.first.events.recv().await {
+            match e {
+                crate::exec_log::Event::Output(crate::exec_log::Stream::Stdout, b) => {
+                    out.push_str(&String::from_utf8_lossy(&b))
+                }
+                crate::exec_log::Event::Output(_, b) => err.push_str(&String::from_utf8_lossy(&b)),
+                crate::exec_log::Event::Exit(s) => exit = s.code,
+            }
+        }
         assert_eq!(out, "out:hello\n");
         assert_eq!(err, "err\n");
-        assert_eq!(p.exit.await.code, Some(3));
+        assert_eq!(exit, Some(3));
         engine.stop(&rec, false).await.unwrap();
         assert!(!engine.list().await.unwrap()[0].running);
         engine.remove(&rec).await.unwrap();

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 
 /// What a box may use. `None`: no limit.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     pub pids: Option<u64>,
     pub memory_bytes: Option<u64>,
@@ -48,7 +48,7 @@ pub enum Cgroups {
 }
 
 /// A box's cgroups.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct BoxCgroup {
     /// Every directory the box's processes belong to.
     pub dirs: Vec<PathBuf>,

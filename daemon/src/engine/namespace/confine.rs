@@ -289,6 +289,8 @@ const STEP_SECCOMP: i32 = 10_003;
 const STEP_CAPSET: i32 = 10_004;
 /// Joining the box's cgroups (done by the exec helper's child).
 pub const STEP_CGROUP: i32 = 10_005;
+/// The working directory does not exist (or is no directory).
+pub const STEP_CHDIR: i32 = 10_006;
 
 /// What a step number from [`confine`] means; `None` for anything
 /// else (an errno).

@@ -34,7 +34,7 @@ pub const RANGE: u32 = 65_536;
 
 /// One line of a `uid_map`/`gid_map`: `count` ids from `inside` (in the
 /// box) stand for host ids from `outside`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Extent {
     pub inside: u32,
     pub outside: u32,
@@ -42,7 +42,7 @@ pub struct Extent {
 }
 
 /// How the maps of a new user namespace get written.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Writer {
     /// boxd writes them (it holds `CAP_SETUID`/`CAP_SETGID`: it is root).
     Direct,
@@ -58,7 +58,7 @@ pub enum Writer {
 }
 
 /// The ids of every box of this daemon.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IdMap {
     pub uid: Vec<Extent>,
     pub gid: Vec<Extent>,

@@ -4,14 +4,19 @@
 //! ids that are never the host's root ([`idmap`]): mount, pid, ipc, uts and
 //! network namespaces (only loopback, plus the egress proxy's port when
 //! the box may reach hosts), the box's root filesystem, and a static init
-//! that keeps them alive. The boot helper ([`boot`]) assembles the root and
-//! the user namespace, then becomes bubblewrap. Every exec joins those
-//! namespaces through [`nsexec`], so all processes of a box share one pid
-//! namespace and die with it.
+//! that keeps them alive. Each running box has a [`supervisor`], a process
+//! of its own outside the daemon's tree that starts it (the boot helper,
+//! [`boot`], assembles the root and the user namespace, then becomes
+//! bubblewrap), serves its egress proxy and holds its execs' stdio, so
+//! that boxes and execs outlive the daemon, which finds them again at
+//! start ([`Engine::adopt`]). Every exec is forked by the box's zygote
+//! ([`nsexec`]), already inside its namespaces, so all processes of a box
+//! share one pid namespace and die with it.
 //!
 //! Invariants:
 //! - no process outlives its box: stopping kills bwrap, whose pid 1 dies
 //!   with it (`--die-with-parent`), which ends the pid namespace;
+//! - a box lives as long as its supervisor, not as long as the daemon;
 //! - no process of a box runs as host root, holds the daemon's environment
 //!   or a descriptor of the daemon's ([`helper`]);
 //! - a box's files are the image, shared read-only by every box of it, under
@@ -29,6 +34,7 @@ pub mod idmap;
 pub mod nsexec;
 pub mod options;
 mod sandbox;
+pub mod supervisor;
 pub mod userns;
 
 use std::collections::HashMap;
@@ -40,7 +46,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::{
-    Created, Engine, EngineBox, EngineInfo, ExecSpec, Images, InUse, Isolation, Process, Report,
+    Adopted, Created, Engine, EngineBox, EngineInfo, ExecSpec, Images, InUse, Isolation, Report,
 };
 use crate::error::{Error, Result};
 use crate::image::local::LocalImages;
@@ -48,7 +54,7 @@ use crate::image::{ImageConfig, Owners, Ownership};
 use crate::registry::BoxRecord;
 use boot::{Plan, Root};
 use idmap::IdMap;
-use sandbox::Sandbox;
+use supervisor::Supervisor;
 
 /// Runs the helper `mode` names (`boxd __MODE …`), if it names one of
 /// this engine's; returns otherwise. Called first thing in `main`, while
@@ -56,6 +62,7 @@ use sandbox::Sandbox;
 pub fn helper_main(mode: &str, args: impl FnOnce() -> Vec<OsString>) {
     match mode {
         nsexec::HELPER_ARG => nsexec::helper_main(args()),
+        supervisor::serve::HELPER_ARG => supervisor::serve::helper_main(),
         boot::HELPER_ARG => boot::helper_main(args()),
         finish::HELPER_ARG => finish::helper_main(args()),
         userns::HELPER_ARG => userns::helper_main(args()),
@@ -83,26 +90,11 @@ pub struct NamespaceEngine {
     ended_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Report>>>,
 }
 
-/// A started box, the image defaults its execs use, and its egress proxy.
+/// A started box: its supervisor, and the image defaults its execs use.
 struct Running {
-    sandbox: Sandbox,
+    sup: Arc<Supervisor>,
     config: Arc<ImageConfig>,
     cgroup: Arc<cgroup::BoxCgroup>,
-    limits: cgroup::Limits,
-    /// Stops the box's egress proxy (when it has one) once the box is
-    /// forgotten, however that happens: held, never read.
-    _proxy: Option<tokio_util::sync::DropGuard>,
-}
-
-/// The box to join for an exec, and how to tell that it ended.
-struct Target {
-    join: nsexec::Target,
-    config: Arc<ImageConfig>,
-    cgroup: Arc<cgroup::BoxCgroup>,
-    limits: cgroup::Limits,
-    /// The box's pid 1, and how to tell that it ended.
-    pid1: i32,
-    ended: tokio::sync::watch::Receiver<Option<String>>,
 }
 
 impl NamespaceEngine {
@@ -198,7 +190,8 @@ impl NamespaceEngine {
             ],
             network_filtering: true,
             create_warning: None,
-            boxes_outlive_daemon: false,
+            boxes_outlive_daemon: true,
+            execs_outlive_daemon: true,
         };
         let (ended_tx, ended_rx) = tokio::sync::mpsc::unbounded_channel();
         Ok(NamespaceEngine {
@@ -224,26 +217,34 @@ impl NamespaceEngine {
         self
     }
 
-    /// The running box to join, and its image's defaults.
-    fn target(&self, id: &str) -> Result<Target> {
+    /// The running box's supervisor, and its image's defaults.
+    fn target(&self, id: &str) -> Result<(Arc<Supervisor>, Arc<ImageConfig>)> {
         let running = self.running.lock().expect("sandbox table");
         let r = running
             .get(id)
             .ok_or_else(|| Error::FailedPrecondition("the box is not running".into()))?;
-        Ok(Target {
-            join: nsexec::Target {
-                pid: r.sandbox.pid,
-                cgroups: r.cgroup.procs_files(),
-                nproc: (!self.cgroups.enforces("pids"))
-                    .then_some(r.limits.pids)
-                    .flatten(),
+        Ok((r.sup.clone(), r.config.clone()))
+    }
+
+    /// Takes in a running box: watches its end and its memory.
+    fn keep(&self, record: &BoxRecord, sup: Arc<Supervisor>, cgroup: Arc<cgroup::BoxCgroup>) {
+        let config: ImageConfig = std::fs::read(image_config_path(record))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let limits = box_limits(&record.spec);
+        self.watch_memory(record, &cgroup, &limits, sup.ended());
+        let init = sup.init;
+        let ended = sup.ended();
+        self.running.lock().expect("sandbox table").insert(
+            record.id.clone(),
+            Running {
+                sup,
+                config: Arc::new(config),
+                cgroup,
             },
-            config: r.config.clone(),
-            cgroup: r.cgroup.clone(),
-            limits: r.limits,
-            pid1: r.sandbox.pid1,
-            ended: r.sandbox.ended(),
-        })
+        );
+        self.watch_box(record, init, ended);
     }
 
     /// Forgets a box whose sandbox ended without a stop, and reports it.
@@ -264,7 +265,7 @@ impl NamespaceEngine {
             };
             let gone = {
                 let mut table = running.lock().expect("sandbox table");
-                let ours = table.get(&id).is_some_and(|r| r.sandbox.pid == init_pid);
+                let ours = table.get(&id).is_some_and(|r| r.sup.init == init_pid);
                 ours.then(|| table.remove(&id))
             };
             if gone.is_some() {
@@ -461,12 +462,6 @@ impl Engine for NamespaceEngine {
         {
             return Ok(());
         }
-        // The image's env and working directory, read once per start rather
-        // than on every exec.
-        let config: ImageConfig = std::fs::read(image_config_path(record))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
         let root = self.root_of(record).await?;
         let hosts = match record.spec.allow_net.is_empty() {
             true => None,
@@ -479,6 +474,10 @@ impl Engine for NamespaceEngine {
                 .then(|| boot::mount_owner(path, box_root, idmap::RANGE))
                 .flatten()
         });
+        let limits = box_limits(&record.spec);
+        let nproc = (!self.cgroups.enforces("pids"))
+            .then_some(limits.pids)
+            .flatten();
         let plan = Plan {
             root,
             mounts,
@@ -490,57 +489,35 @@ impl Engine for NamespaceEngine {
                 .into_iter()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
-            nproc: None,
+            nproc,
             probe: false,
         };
-        let limits = box_limits(&record.spec);
         let cgroup = Arc::new(self.cgroups.create(&record.id, &limits)?);
-        let plan = Plan {
-            nproc: (!self.cgroups.enforces("pids"))
-                .then_some(limits.pids)
-                .flatten(),
-            ..plan
+        let start = supervisor::wire::Start {
+            box_id: record.id.clone(),
+            box_name: record.name.clone(),
+            dir: record.dir.clone(),
+            plan,
+            ids: self.ids.clone(),
+            cgroup: (*cgroup).clone(),
+            limits,
+            nproc,
+            egress: (!record.spec.allow_net.is_empty()).then(|| supervisor::wire::Egress {
+                allow_net: record.spec.allow_net.clone(),
+                secrets: record.spec.secrets.clone(),
+            }),
         };
-        let mut warnings = Vec::new();
-        let sandbox =
-            match Sandbox::start(&plan, &self.ids, &cgroup, &record.name, &mut warnings).await {
-                Ok(s) => s,
-                Err(e) => {
-                    cgroup.remove();
-                    return Err(e);
-                }
-            };
-        for w in warnings {
-            tracing::warn!(box_name = %record.name, "{w}");
-        }
-        let (init_pid, ended) = (sandbox.pid, sandbox.ended());
-        let port = (!record.spec.allow_net.is_empty()).then_some(egress::PROXY_PORT);
-        let proxy = match finish::finish(init_pid, port).await {
-            Ok(None) => Ok(None),
-            Ok(Some(listener)) => start_proxy(record, listener).map(Some),
-            Err(e) => Err(e),
-        };
-        let proxy = match proxy {
-            Ok(p) => p,
+        let (sup, warnings, _) = match Supervisor::spawn(&start).await {
+            Ok(s) => s,
             Err(e) => {
-                sandbox.stop(true).await;
                 cgroup.remove();
                 return Err(e);
             }
         };
-        self.watch_memory(record, &cgroup, &limits, sandbox.ended());
-        let running = Running {
-            sandbox,
-            config: Arc::new(config),
-            cgroup,
-            limits,
-            _proxy: proxy,
-        };
-        self.running
-            .lock()
-            .expect("sandbox table")
-            .insert(record.id.clone(), running);
-        self.watch_box(record, init_pid, ended);
+        for w in warnings {
+            tracing::warn!(box_name = %record.name, "{w}");
+        }
+        self.keep(record, sup, cgroup);
         Ok(())
     }
 
@@ -551,10 +528,40 @@ impl Engine for NamespaceEngine {
             .expect("sandbox table")
             .remove(&record.id);
         if let Some(r) = sb {
-            r.sandbox.stop(force).await;
+            r.sup.stop(force).await?;
             r.cgroup.remove();
         }
         Ok(())
+    }
+
+    async fn adopt(&self, record: &BoxRecord) -> Option<Vec<Adopted>> {
+        let (sup, execs) = match Supervisor::connect(&record.dir).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::info!(box_name = %record.name, error = %e, "box not found running");
+                return None;
+            }
+        };
+        if sup.ended().borrow().is_some() {
+            return None;
+        }
+        let cgroup = Arc::new(sup.cgroup.clone());
+        let adopted = execs
+            .into_iter()
+            .map(|e| Adopted {
+                handle: sup.exec(&e.id),
+                id: e.id,
+                command: e.command,
+                args: e.args,
+                tty: e.tty,
+                detach: e.detach,
+                started_at_ms: e.started_at_ms,
+                exit: e.exit,
+            })
+            .collect();
+        tracing::info!(box_name = %record.name, pid1 = sup.pid1, "box found running");
+        self.keep(record, sup, cgroup);
+        Some(adopted)
     }
 
     async fn remove(&self, record: &BoxRecord) -> Result<()> {
@@ -575,16 +582,8 @@ impl Engine for NamespaceEngine {
             .collect())
     }
 
-    async fn exec(&self, record: &BoxRecord, spec: ExecSpec) -> Result<Process> {
-        let Target {
-            join,
-            config,
-            cgroup,
-            limits,
-            pid1,
-            ended,
-        } = self.target(&record.id)?;
-        let ooms_before = cgroup.oom_kills();
+    async fn exec(&self, record: &BoxRecord, spec: ExecSpec) -> Result<super::exec::Started> {
+        let (sup, config) = self.target(&record.id)?;
         let mut env = config.env.clone();
         for (k, v) in egress::exec_env(&record.spec).into_iter().chain(spec.env) {
             env.retain(|(key, _)| *key != k);
@@ -597,31 +596,18 @@ impl Engine for NamespaceEngine {
             .filter(|d| !d.is_empty())
             .or(config.working_dir.clone().filter(|d| !d.is_empty()))
             .unwrap_or_else(|| "/".into());
-        let mut process = nsexec::spawn(
-            join,
-            &spec.command,
-            &spec.args,
+        sup.run(supervisor::wire::RunSpec {
+            id: spec.id,
+            command: spec.command,
+            args: spec.args,
             env,
-            &working_dir,
-            spec.stdin,
-            spec.tty,
-        )
-        .await?;
-        let exit = process.exit;
-        process.exit = Box::pin(async move {
-            let mut status = exit.await;
-            if status.signal.is_some() && status.error.is_none() {
-                status.error = box_ended(pid1, ended).await;
-            }
-            if status.signal == Some(libc::SIGKILL)
-                && status.error.is_none()
-                && cgroup.oom_kills() > ooms_before
-            {
-                status.error = Some(out_of_memory(&limits));
-            }
-            status
-        });
-        Ok(process)
+            working_dir,
+            stdin: spec.stdin,
+            tty: spec.tty,
+            detach: spec.detach,
+            started_at_ms: crate::registry::now_ms(),
+        })
+        .await
     }
 
     async fn disk_usage(&self, record: &BoxRecord) -> Option<u64> {
@@ -659,17 +645,9 @@ impl Engine for NamespaceEngine {
     }
 
     async fn shutdown(&self) {
-        let all: Vec<Running> = self
-            .running
-            .lock()
-            .expect("sandbox table")
-            .drain()
-            .map(|(_, r)| r)
-            .collect();
-        for r in all {
-            r.sandbox.stop(true).await;
-            r.cgroup.remove();
-        }
+        // Boxes run on under their supervisors, for the next daemon to
+        // find; only the daemon's handles go.
+        self.running.lock().expect("sandbox table").clear();
     }
 }
 
@@ -686,7 +664,7 @@ fn box_limits(spec: &crate::registry::BoxSpec) -> cgroup::Limits {
 }
 
 /// Why the kernel killed a process of a box with `limits`.
-fn out_of_memory(limits: &cgroup::Limits) -> String {
+pub(super) fn out_of_memory(limits: &cgroup::Limits) -> String {
     match limits.memory_bytes {
         Some(b) => format!(
             "killed: the box ran out of memory (its limit is {} MiB)",
@@ -734,35 +712,10 @@ impl NamespaceEngine {
     }
 }
 
-/// Serves the box's egress proxy on `listener` (inside the box's network
-/// namespace) until the returned guard is dropped.
-fn start_proxy(
-    record: &BoxRecord,
-    listener: std::net::TcpListener,
-) -> Result<tokio_util::sync::DropGuard> {
-    use crate::egress::{AllowList, Proxy, Secrets};
-    let spec = &record.spec;
-    // Validated at create; an old record that no longer parses is refused.
-    let allow = AllowList::parse(&spec.allow_net)
-        .map_err(|e| Error::FailedPrecondition(format!("allow-net: {e}")))?;
-    let secrets = Secrets::new(spec.secrets.clone())
-        .map_err(|e| Error::FailedPrecondition(format!("secrets: {e}")))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| Error::io("egress listener", e))?;
-    let listener =
-        tokio::net::TcpListener::from_std(listener).map_err(|e| Error::io("egress listener", e))?;
-    let aliases = HashMap::from([(egress::HOST_ALIAS.to_owned(), "127.0.0.1".to_owned())]);
-    let proxy = Arc::new(Proxy::new(record.name.clone(), allow, secrets, aliases));
-    let stop = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(proxy.serve(listener, stop.clone()));
-    Ok(stop.drop_guard())
-}
-
 /// Why a command killed by a signal died, when it was its box ending: the
 /// box's pid 1 is gone (it goes first), and the sandbox's watcher says how
 /// (it may take a moment to hear of it). `None` while the box runs.
-async fn box_ended(
+pub(super) async fn box_ended(
     pid1: i32,
     mut ended: tokio::sync::watch::Receiver<Option<String>>,
 ) -> Option<String> {

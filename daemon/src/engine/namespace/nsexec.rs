@@ -1,213 +1,160 @@
-//! Running a command inside a namespace box.
+//! Running commands inside a namespace box: the box's **zygote**.
 //!
-//! The daemon is multi-threaded and cannot join a user namespace itself, so
-//! each exec re-executes the daemon binary as a small single-threaded helper
-//! (`boxd __nsexec`) that joins the box's namespaces, changes root to the
-//! box, forks the command (which lands in the box's pid namespace) and
-//! reports on fd 3, one line each:
+//! A multi-threaded process cannot join a user namespace, so each box's
+//! supervisor starts one small single-threaded helper (`boxd __nsexec`)
+//! that joins the box's namespaces once, changes root to the box, and then
+//! forks every command of the box, already inside (no binary is executed
+//! per exec but the command itself). Its children land in the box's pid
+//! namespace; it is not in it itself, so nothing in the box can see or
+//! signal it.
 //!
-//! - `pid N`: the command was executed; N is its host pid and process group;
-//! - `exit N` or `signal N`: how it ended;
-//! - `fail CODE MESSAGE`: it could not run (126 cannot execute, 127 not
-//!   found), before or after the fork.
+//! It talks to the supervisor over a `SOCK_SEQPACKET` socket (fd 4), one
+//! JSON message per packet:
 //!
-//! The command runs confined exactly as the box's own processes are
-//! ([`super::confine`]): no capabilities, `no_new_privs`, the seccomp
-//! filter.
+//! - in: [`Spawn`], with the command's stdin, stdout and stderr passed as
+//!   descriptors (`SCM_RIGHTS`);
+//! - out: [`Reply::Pid`] (the command was executed; its host pid is its
+//!   process group) or [`Reply::Fail`] (126 cannot execute, 127 not
+//!   found), in request order; and [`Reply::Exit`] whenever a command ends.
 //!
-//! The command's stdio is the helper's, handed over untouched, so output
-//! never passes through the helper. The helper dies with the daemon
-//! (`PR_SET_PDEATHSIG`) and the command dies with the helper.
+//! Every command runs confined exactly as the box's own processes are
+//! ([`super::confine`]): no capabilities but box root's few,
+//! `no_new_privs`, the seccomp filter; in the box's cgroups, with the
+//! box's `oom_score_adj` and, where no cgroup limits processes, its
+//! `RLIMIT_NPROC`. The zygote dies with the supervisor
+//! (`PR_SET_PDEATHSIG`) and the commands with the zygote.
 
 use std::ffi::{CString, OsString};
-use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::sync::Arc;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::sched::CloneFlags;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use serde::{Deserialize, Serialize};
 
-use crate::engine::{ExitStatus, Input, Output, Process, ProcessControl};
 use crate::error::{Error, Result};
 
 /// The argument that selects helper mode in `main`.
 pub const HELPER_ARG: &str = "__nsexec";
-const STATUS_FD: i32 = super::helper::CHANNEL_FD;
+/// The zygote's end of its packet socket with the supervisor.
+pub const ZYGOTE_FD: RawFd = 4;
+/// The most one request may hold (argv and environment).
+pub const MAX_PACKET: usize = 1 << 20;
 /// The `oom_score_adj` of every command in a box.
 const OOM_SCORE_ADJ: &[u8] = b"500";
 
-/// The box to join.
+/// A command to start.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Spawn {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub working_dir: String,
+    pub tty: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub enum Reply {
+    Pid(i32),
+    Fail(i32, String),
+    /// `(pid, exit code, signal)`.
+    Exit(i32, Option<i32>, Option<i32>),
+}
+
+/// Where the zygote finds the box, and what every command joins.
 pub struct Target {
     /// Host pid of a process in the box (its init).
     pub pid: i32,
-    /// The box's `cgroup.procs` files, joined before anything else.
+    /// The box's `cgroup.procs` files.
     pub cgroups: Vec<std::path::PathBuf>,
-    /// `RLIMIT_NPROC` for the command, where no cgroup limits processes.
+    /// `RLIMIT_NPROC` for the commands, where no cgroup limits processes.
     pub nproc: Option<u64>,
 }
 
-struct Control {
-    pgid: i32,
-    pty: Option<OwnedFd>,
-}
-
-impl ProcessControl for Control {
-    fn signal(&self, signal: i32) -> Result<()> {
-        if self.pgid <= 1 {
-            // The command never started; there is nothing to signal (and
-            // kill(0) would hit the daemon's own group).
-            return Ok(());
-        }
-        // SAFETY: kill has no memory-safety preconditions.
-        let rc = unsafe { libc::kill(-self.pgid, signal) };
-        if rc != 0 {
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::ESRCH) {
-                return Err(Error::io("signal exec", err));
-            }
-        }
-        Ok(())
-    }
-
-    fn resize(&self, rows: u16, cols: u16) -> Result<()> {
-        let Some(pty) = &self.pty else {
-            return Err(Error::FailedPrecondition("the exec has no TTY".into()));
-        };
-        let ws = libc::winsize {
-            ws_row: rows,
-            ws_col: cols,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        // SAFETY: TIOCSWINSZ reads a winsize from a valid pointer.
-        if unsafe { libc::ioctl(pty.as_raw_fd(), libc::TIOCSWINSZ, &ws) } != 0 {
-            return Err(Error::io("resize TTY", std::io::Error::last_os_error()));
-        }
-        Ok(())
-    }
-}
-
-/// Starts `command` in the box through the helper.
-pub async fn spawn(
-    target: Target,
-    command: &str,
-    args: &[String],
-    env: Vec<(String, String)>,
-    working_dir: &str,
-    stdin: bool,
-    tty: Option<(u16, u16)>,
-) -> Result<Process> {
-    use std::process::Stdio;
+/// Starts the zygote of the box `target`; returns it and the supervisor's
+/// end of its packet socket.
+pub fn start(target: &Target) -> Result<(tokio::process::Child, OwnedFd)> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+    let (ours, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| Error::io("socketpair", e.into()))?;
     let mut helper = super::helper::Helper::new(HELPER_ARG)?;
-    let cmd = &mut helper.cmd;
+    helper.pass(theirs.as_raw_fd(), ZYGOTE_FD);
     let cgroups: Vec<String> = target
         .cgroups
         .iter()
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
-    cmd.arg(target.pid.to_string())
-        .arg(working_dir)
-        .arg(if tty.is_some() { "1" } else { "0" })
+    helper
+        .cmd
+        .arg(target.pid.to_string())
         .arg(if cgroups.is_empty() {
             "-".to_owned()
         } else {
             cgroups.join("\n")
         })
         .arg(target.nproc.map_or("-".to_owned(), |n| n.to_string()))
-        .arg("--")
-        .arg(command)
-        .args(args)
-        .envs(env);
-
-    let mut pty_master = None;
-    if let Some((rows, cols)) = tty {
-        let (master, slave) = box_pty(target.pid, rows, cols)?;
-        let slave = std::fs::File::from(slave);
-        let dup = |f: &std::fs::File| f.try_clone().map_err(|e| Error::io("dup pty", e));
-        cmd.stdin(Stdio::from(dup(&slave)?))
-            .stdout(Stdio::from(dup(&slave)?))
-            .stderr(Stdio::from(slave));
-        pty_master = Some(master);
-    } else {
-        cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-    }
-    // The pty's slave ends go with the command, so EOF arrives.
-    let (mut child, status_ours) = helper.spawn("the exec helper")?;
-
-    status_ours
-        .set_nonblocking(true)
-        .map_err(|e| Error::io("status socket", e))?;
-    let status =
-        tokio::net::UnixStream::from_std(status_ours).map_err(|e| Error::io("status socket", e))?;
-    let mut lines = BufReader::new(status).lines();
-
-    let first = lines.next_line().await.ok().flatten().unwrap_or_default();
-    let (pgid, early_exit) = match first.split_once(' ') {
-        Some(("pid", n)) => (
-            n.parse::<i32>()
-                .map_err(|_| Error::Internal(format!("helper said {first:?}")))?,
-            None,
-        ),
-        _ => (0, Some(parse_status(&first))),
-    };
-
-    let (stdin, stdout, stderr): (Option<Input>, Output, Option<Output>) = match &pty_master {
-        Some(master) => {
-            let reader =
-                std::fs::File::from(master.try_clone().map_err(|e| Error::io("dup pty", e))?);
-            let writer =
-                std::fs::File::from(master.try_clone().map_err(|e| Error::io("dup pty", e))?);
-            (
-                stdin.then(|| Box::pin(tokio::fs::File::from_std(writer)) as Input),
-                Box::pin(tokio::fs::File::from_std(reader)),
-                None,
-            )
-        }
-        None => (
-            child.stdin.take().map(|w| Box::pin(w) as Input),
-            Box::pin(grow_pipe(child.stdout.take().expect("stdout is piped"))),
-            Some(Box::pin(grow_pipe(child.stderr.take().expect("stderr is piped"))) as Output),
-        ),
-    };
-
-    let exit = Box::pin(async move {
-        let status = match early_exit {
-            Some(s) => s,
-            None => {
-                let line = lines.next_line().await.ok().flatten().unwrap_or_default();
-                parse_status(&line)
-            }
-        };
-        let _ = child.wait().await;
-        status
-    });
-    Ok(Process {
-        stdin,
-        stdout,
-        stderr,
-        control: Arc::new(Control {
-            pgid,
-            pty: pty_master,
-        }),
-        exit,
-    })
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    let (child, _channel) = helper.spawn("the box's zygote")?;
+    drop(theirs);
+    Ok((child, ours))
 }
 
-/// Bigger pipe buffers mean fewer, larger reads for bulk output. Best
-/// effort: the kernel caps it at `/proc/sys/fs/pipe-max-size`.
-fn grow_pipe<T: AsRawFd>(pipe: T) -> T {
-    // SAFETY: F_SETPIPE_SZ on a pipe we own; failure leaves it as it was.
-    unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
-    pipe
+/// Sends one request with the command's stdio.
+pub fn send(sock: &impl AsFd, spawn: &Spawn, stdio: [RawFd; 3]) -> Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let body = serde_json::to_vec(spawn).map_err(|e| Error::Internal(e.to_string()))?;
+    if body.len() > MAX_PACKET {
+        return Err(Error::InvalidArgument(
+            "the command and its environment exceed 1 MiB".into(),
+        ));
+    }
+    let iov = [std::io::IoSlice::new(&body)];
+    let cmsg = [ControlMessage::ScmRights(&stdio)];
+    sendmsg::<()>(
+        sock.as_fd().as_raw_fd(),
+        &iov,
+        &cmsg,
+        MsgFlags::empty(),
+        None,
+    )
+    .map_err(|e| Error::io("send to the box's zygote", e.into()))?;
+    Ok(())
+}
+
+/// Reads one reply; `None` when the zygote is gone (or on `EAGAIN`, as
+/// `Err(WouldBlock)`).
+pub fn receive(sock: &impl AsFd) -> std::io::Result<Option<Reply>> {
+    let mut buf = [0u8; 4096];
+    // SAFETY: recv into a buffer we own.
+    let n = unsafe {
+        libc::recv(
+            sock.as_fd().as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if n == 0 {
+        return Ok(None);
+    }
+    serde_json::from_slice(&buf[..n as usize])
+        .map(Some)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// Opens a pseudo-terminal pair on the box's own devpts instance (so the
 /// command sees its terminal as `/dev/pts/N` inside the box), sized before
 /// anything runs on it.
-fn box_pty(pid: i32, rows: u16, cols: u16) -> Result<(OwnedFd, OwnedFd)> {
+pub fn box_pty(pid: i32, rows: u16, cols: u16) -> Result<(OwnedFd, OwnedFd)> {
     use std::os::unix::fs::OpenOptionsExt;
     let ptmx = format!("/proc/{pid}/root/dev/pts/ptmx");
     let master: OwnedFd = std::fs::OpenOptions::new()
@@ -245,76 +192,44 @@ fn box_pty(pid: i32, rows: u16, cols: u16) -> Result<(OwnedFd, OwnedFd)> {
     Ok((master, unsafe { OwnedFd::from_raw_fd(slave) }))
 }
 
-fn parse_status(line: &str) -> ExitStatus {
-    let mut words = line.splitn(3, ' ');
-    match (words.next(), words.next(), words.next()) {
-        (Some("exit"), Some(n), _) => ExitStatus {
-            code: n.parse().ok(),
-            ..Default::default()
-        },
-        (Some("signal"), Some(n), _) => ExitStatus {
-            signal: n.parse().ok(),
-            ..Default::default()
-        },
-        (Some("fail"), Some(code), msg) => ExitStatus {
-            code: code.parse().ok(),
-            error: Some(msg.unwrap_or("the command could not run").to_owned()),
-            ..Default::default()
-        },
-        _ => ExitStatus {
-            error: Some("the exec helper ended without a status".into()),
-            ..Default::default()
-        },
-    }
-}
-
 // ---------------------------------------------------------------------------
-// The helper itself. Runs before anything else in `main`, single-threaded.
+// The zygote itself. Runs before anything else in `main`, single-threaded.
 
-/// `boxd __nsexec PID WORKDIR TTY CGROUP-PROCS|- NPROC|- -- COMMAND ARGS...`
+/// `boxd __nsexec PID CGROUP-PROCS|- NPROC|-`, with its packet socket at
+/// [`ZYGOTE_FD`].
 pub fn helper_main(args: Vec<OsString>) -> ! {
-    // SAFETY: fd 3 was set up by the daemon for us.
-    let mut status = unsafe { std::fs::File::from_raw_fd(STATUS_FD) };
-    let code = match run_helper(&args, &mut status) {
-        Ok(()) => 0,
-        Err((code, msg)) => {
-            let _ = writeln!(status, "fail {code} {msg}");
-            1
+    // SAFETY: the supervisor placed the socket at this number for us.
+    let sock = unsafe { OwnedFd::from_raw_fd(ZYGOTE_FD) };
+    match serve(&args, &sock) {
+        Ok(()) => std::process::exit(0),
+        Err(why) => {
+            eprintln!("boxd zygote: {why}");
+            std::process::exit(1)
         }
-    };
-    std::process::exit(code)
+    }
 }
 
-type HelperError = (i32, String);
+struct Joins {
+    cgroups: Vec<std::fs::File>,
+    nproc: Option<u64>,
+}
 
-fn run_helper(
-    args: &[OsString],
-    status: &mut std::fs::File,
-) -> std::result::Result<(), HelperError> {
-    let bad = || (126, "bad helper arguments".to_owned());
-    let word = |i: usize| args.get(i).and_then(|a| a.to_str()).ok_or_else(bad);
-    let pid: i32 = word(0)?.parse().map_err(|_| bad())?;
-    let working_dir = word(1)?.to_owned();
-    let tty = word(2)? == "1";
-    let cgroups = word(3)?;
-    let nproc: Option<u64> = match word(4)? {
-        "-" => None,
-        n => Some(n.parse().map_err(|_| bad())?),
+fn serve(args: &[OsString], sock: &OwnedFd) -> std::result::Result<(), String> {
+    let word = |i: usize| {
+        args.get(i)
+            .and_then(|a| a.to_str())
+            .ok_or("bad zygote arguments")
     };
-    if word(5)? != "--" || args.len() < 7 {
-        return Err(bad());
-    }
-    let argv: Vec<CString> = args[6..]
-        .iter()
-        .map(|a| CString::new(a.as_bytes()).map_err(|_| bad()))
-        .collect::<std::result::Result<_, _>>()?;
-
-    // The box's cgroups are opened while the helper still has the
-    // daemon's rights on them; the command joins them (the kernel checks
-    // the opener's rights) before it executes, so it and its children count
-    // against the box's limits and the helper, which must report its exit,
-    // never does.
-    let cgroup_files: Vec<std::fs::File> = match cgroups {
+    let pid: i32 = word(0)?.parse().map_err(|_| "bad zygote pid")?;
+    let nproc: Option<u64> = match word(2)? {
+        "-" => None,
+        n => Some(n.parse().map_err(|_| "bad zygote nproc")?),
+    };
+    // The box's cgroups are opened while the zygote still has the daemon's
+    // rights on them; each command joins them (the kernel checks the
+    // opener's rights) before it executes, so it and its children count
+    // against the box's limits and the zygote never does.
+    let cgroups: Vec<std::fs::File> = match word(1)? {
         "-" => Vec::new(),
         list => list
             .split('\n')
@@ -322,157 +237,358 @@ fn run_helper(
                 std::fs::OpenOptions::new()
                     .write(true)
                     .open(procs)
-                    .map_err(|e| (126, format!("opening the box's cgroup {procs}: {e}")))
+                    .map_err(|e| format!("opening the box's cgroup {procs}: {e}"))
             })
             .collect::<std::result::Result<_, _>>()?,
     };
-    enter_box(pid, &working_dir)?;
-    // Compiled (allocated) before the fork: the child may only make raw
-    // system calls.
-    let filters = super::confine::filters().map_err(|e| (126, e))?;
+    let the_box = Joins { cgroups, nproc };
+    enter_box(pid)?;
+    // Compiled (allocated) here, once: children only make raw calls.
+    let filters = super::confine::filters()?;
 
-    let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| (126, format!("pipe: {e}")))?;
-    // SAFETY: the helper is single-threaded; the child only calls
-    // async-signal-safe functions before exec.
-    match unsafe { nix::unistd::fork() }.map_err(|e| (126, format!("fork: {e}")))? {
-        nix::unistd::ForkResult::Child => {
-            drop(err_r);
-            // SAFETY: plain syscalls in the forked child.
-            unsafe {
-                libc::setsid();
-                if tty {
-                    libc::ioctl(0, libc::TIOCSCTTY, 0);
-                }
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                libc::close(STATUS_FD);
-                for f in &cgroup_files {
-                    if libc::write(f.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
-                        let failed = super::confine::STEP_CGROUP;
-                        let _ = nix::unistd::write(&err_w, &failed.to_ne_bytes());
-                        libc::_exit(127);
-                    }
-                }
-                // Under memory pressure the kernel kills the box's commands
-                // before its pid 1 and init (which would end the box) and
-                // before the host's processes.
-                // (Its /proc files are its own again only once dumpable:
-                // becoming box root cleared that, as any uid change does.)
-                libc::prctl(libc::PR_SET_DUMPABLE, 1);
-                let adj = libc::open(
-                    c"/proc/self/oom_score_adj".as_ptr(),
-                    libc::O_WRONLY | libc::O_CLOEXEC,
-                );
-                if adj >= 0 {
-                    libc::write(adj, OOM_SCORE_ADJ.as_ptr().cast(), OOM_SCORE_ADJ.len());
-                    libc::close(adj);
-                }
-                if let Some(n) = nproc {
-                    let lim = libc::rlimit {
-                        rlim_cur: n,
-                        rlim_max: n,
-                    };
-                    libc::setrlimit(libc::RLIMIT_NPROC, &lim);
-                }
-            }
-            // Joining the box's user namespace gave this process every
-            // capability in it: keep only box root's few before the
-            // command runs.
-            let failed = match super::confine::confine(filters, super::confine::BOX_ROOT_CAPS) {
-                Err(step) => step,
-                Ok(()) => nix::unistd::execvp(&argv[0], &argv).unwrap_err() as i32,
-            };
-            let _ = nix::unistd::write(&err_w, &failed.to_ne_bytes());
-            // SAFETY: leaving the forked child without running destructors.
-            unsafe { libc::_exit(127) }
+    // Exits arrive as SIGCHLD on a signalfd, polled beside the socket.
+    let mut mask = nix::sys::signal::SigSet::empty();
+    mask.add(nix::sys::signal::Signal::SIGCHLD);
+    mask.thread_block().map_err(|e| format!("sigprocmask: {e}"))?;
+    let sfd = nix::sys::signalfd::SignalFd::with_flags(
+        &mask,
+        nix::sys::signalfd::SfdFlags::SFD_CLOEXEC | nix::sys::signalfd::SfdFlags::SFD_NONBLOCK,
+    )
+    .map_err(|e| format!("signalfd: {e}"))?;
+    let mut buf = vec![0u8; MAX_PACKET];
+    loop {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        let mut fds = [
+            PollFd::new(sock.as_fd(), PollFlags::POLLIN),
+            PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(format!("poll: {e}")),
+            Ok(_) => {}
         }
-        nix::unistd::ForkResult::Parent { child } => {
-            drop(err_w);
-            // EOF on the error pipe means the exec succeeded, so the child
-            // already leads its own process group: only now may the daemon
-            // signal the group.
-            let mut buf = [0u8; 4];
-            let n = nix::unistd::read(&err_r, &mut buf).unwrap_or(0);
-            if n == 4 {
-                let _ = nix::sys::wait::waitpid(child, None);
-                let failed = i32::from_ne_bytes(buf);
-                if let Some(step) = super::confine::step_message(failed) {
-                    return Err((126, format!("confining the command failed: {step}")));
+        let (sock_ready, sig_ready) = (
+            fds[0].revents().is_some_and(|r| !r.is_empty()),
+            fds[1].revents().is_some_and(|r| !r.is_empty()),
+        );
+        if sig_ready {
+            while let Ok(Some(_)) = sfd.read_signal() {}
+            reap(sock)?;
+        }
+        if sock_ready {
+            match receive_spawn(sock, &mut buf)? {
+                Received::Nothing => {}
+                Received::Eof => return Ok(()), // the supervisor is gone
+                Received::Request(spawn, stdio) => {
+                    let reply = fork_command(&spawn, stdio, &the_box, filters, &sfd, sock);
+                    reply_to(sock, &reply)?;
                 }
-                let errno = nix::errno::Errno::from_raw(failed);
-                let code = if errno == nix::errno::Errno::ENOENT {
-                    127
-                } else {
-                    126
-                };
-                let cmd = args[6].to_string_lossy();
-                return Err((code, format!("cannot run {cmd:?}: {}", errno.desc())));
             }
-            let _ = writeln!(status, "pid {child}");
-            let wait = nix::sys::wait::waitpid(child, None);
-            let line = match wait {
-                Ok(nix::sys::wait::WaitStatus::Exited(_, c)) => format!("exit {c}"),
-                Ok(nix::sys::wait::WaitStatus::Signaled(_, s, _)) => format!("signal {}", s as i32),
-                other => return Err((126, format!("waiting for the command: {other:?}"))),
-            };
-            let _ = writeln!(status, "{line}");
-            Ok(())
         }
     }
 }
 
-/// Joins the namespaces of `pid` and changes root and directory into its box.
-fn enter_box(pid: i32, working_dir: &str) -> std::result::Result<(), HelperError> {
+fn reply_to(sock: &OwnedFd, reply: &Reply) -> std::result::Result<(), String> {
+    let body = serde_json::to_vec(reply).map_err(|e| e.to_string())?;
+    nix::sys::socket::send(sock.as_raw_fd(), &body, nix::sys::socket::MsgFlags::empty())
+        .map_err(|e| format!("send: {e}"))?;
+    Ok(())
+}
+
+/// Reports every child that ended.
+fn reap(sock: &OwnedFd) -> std::result::Result<(), String> {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    loop {
+        let reply = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) => Reply::Exit(pid.as_raw(), Some(code), None),
+            Ok(WaitStatus::Signaled(pid, sig, _)) => {
+                Reply::Exit(pid.as_raw(), None, Some(sig as i32))
+            }
+            Ok(WaitStatus::StillAlive) | Err(_) => return Ok(()),
+            Ok(_) => continue,
+        };
+        reply_to(sock, &reply)?;
+    }
+}
+
+enum Received {
+    Request(Spawn, [OwnedFd; 3]),
+    Eof,
+    /// Interrupted: nothing yet.
+    Nothing,
+}
+
+/// One request and its three descriptors.
+fn receive_spawn(sock: &OwnedFd, buf: &mut [u8]) -> std::result::Result<Received, String> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut cmsg = nix::cmsg_space!([RawFd; 3]);
+    let (n, fds) = {
+        let mut iov = [std::io::IoSliceMut::new(buf)];
+        let msg = match recvmsg::<()>(
+            sock.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(m) => m,
+            Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => {
+                return Ok(Received::Nothing);
+            }
+            Err(e) => return Err(format!("recvmsg: {e}")),
+        };
+        let mut fds: Vec<OwnedFd> = Vec::new();
+        if let Ok(cmsgs) = msg.cmsgs() {
+            for c in cmsgs {
+                if let ControlMessageOwned::ScmRights(list) = c {
+                    // SAFETY: descriptors just received, owned by nobody else.
+                    fds.extend(list.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+                }
+            }
+        }
+        (msg.bytes, fds)
+    };
+    if n == 0 {
+        return Ok(Received::Eof);
+    }
+    let spawn: Spawn =
+        serde_json::from_slice(&buf[..n]).map_err(|e| format!("bad request: {e}"))?;
+    let stdio: [OwnedFd; 3] = fds
+        .try_into()
+        .map_err(|_| "a request without its three descriptors".to_owned())?;
+    Ok(Received::Request(spawn, stdio))
+}
+
+/// Forks and executes one command; answers once it runs (or could not).
+fn fork_command(
+    spawn: &Spawn,
+    stdio: [OwnedFd; 3],
+    the_box: &Joins,
+    filters: &super::confine::Filters,
+    sfd: &nix::sys::signalfd::SignalFd,
+    sock: &OwnedFd,
+) -> Reply {
+    let argv: Vec<CString> = match spawn
+        .argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<std::result::Result<_, _>>()
+    {
+        Ok(v) if !spawn.argv.is_empty() => v,
+        _ => return Reply::Fail(126, "bad command".into()),
+    };
+    let envp: Vec<CString> = spawn
+        .env
+        .iter()
+        .filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok())
+        .collect();
+    let path = spawn
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    // Every place the command may be, resolved (allocated) before the fork.
+    let candidates: Vec<CString> = if spawn.argv[0].contains('/') {
+        vec![argv[0].clone()]
+    } else {
+        path.split(':')
+            .map(|d| if d.is_empty() { "." } else { d })
+            .filter_map(|d| CString::new(format!("{d}/{}", spawn.argv[0])).ok())
+            .collect()
+    };
+    let Ok(cwd) = CString::new(spawn.working_dir.as_bytes()) else {
+        return Reply::Fail(126, "bad working directory".into());
+    };
+    let (err_r, err_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return Reply::Fail(126, format!("pipe: {e}")),
+    };
+    // SAFETY: the zygote is single-threaded; the child makes raw calls only.
+    match unsafe { nix::unistd::fork() } {
+        Err(e) => Reply::Fail(126, format!("fork: {e}")),
+        Ok(nix::unistd::ForkResult::Child) => {
+            drop(err_r);
+            let failed = child(
+                &argv,
+                &envp,
+                &candidates,
+                &cwd,
+                &stdio,
+                spawn.tty,
+                the_box,
+                filters,
+                [sock.as_raw_fd(), sfd.as_fd().as_raw_fd()],
+            );
+            let _ = nix::unistd::write(&err_w, &failed.to_ne_bytes());
+            // SAFETY: leaving the forked child without running destructors.
+            unsafe { libc::_exit(127) }
+        }
+        Ok(nix::unistd::ForkResult::Parent { child }) => {
+            drop(err_w);
+            drop(stdio);
+            // EOF on the error pipe means the exec succeeded, so the child
+            // already leads its own process group: only now may the
+            // supervisor signal the group.
+            let mut buf = [0u8; 4];
+            let n = loop {
+                match nix::unistd::read(&err_r, &mut buf) {
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    other => break other.unwrap_or(0),
+                }
+            };
+            if n != 4 {
+                return Reply::Pid(child.as_raw());
+            }
+            // It is reaped (and its exit reported) with the others; the
+            // supervisor ignores the exit of a pid it never learned.
+            let failed = i32::from_ne_bytes(buf);
+            if let Some(step) = super::confine::step_message(failed) {
+                return Reply::Fail(126, format!("confining the command failed: {step}"));
+            }
+            if failed == super::confine::STEP_CHDIR {
+                return Reply::Fail(
+                    126,
+                    format!("working directory {:?} does not exist", spawn.working_dir),
+                );
+            }
+            let errno = nix::errno::Errno::from_raw(failed);
+            let code = if errno == nix::errno::Errno::ENOENT {
+                127
+            } else {
+                126
+            };
+            Reply::Fail(
+                code,
+                format!("cannot run {:?}: {}", spawn.argv[0], errno.desc()),
+            )
+        }
+    }
+}
+
+/// The forked child, up to `execve`; returns the failed step or errno.
+#[allow(clippy::too_many_arguments)]
+fn child(
+    argv: &[CString],
+    envp: &[CString],
+    candidates: &[CString],
+    cwd: &CString,
+    stdio: &[OwnedFd; 3],
+    tty: bool,
+    the_box: &Joins,
+    filters: &super::confine::Filters,
+    close: [RawFd; 2],
+) -> i32 {
+    // SAFETY: plain syscalls in the forked child of a single-threaded
+    // process.
+    unsafe {
+        let empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        for fd in close {
+            libc::close(fd);
+        }
+        for (i, fd) in stdio.iter().enumerate() {
+            if libc::dup2(fd.as_raw_fd(), i as i32) < 0 {
+                return *libc::__errno_location();
+            }
+        }
+        libc::setsid();
+        if tty {
+            libc::ioctl(0, libc::TIOCSCTTY, 0);
+        }
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        for f in &the_box.cgroups {
+            if libc::write(f.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
+                return super::confine::STEP_CGROUP;
+            }
+        }
+        // Under memory pressure the kernel kills the box's commands
+        // before its pid 1 and init (which would end the box) and
+        // before the host's processes. (Its /proc files are its own
+        // again only once dumpable: becoming box root cleared that.)
+        libc::prctl(libc::PR_SET_DUMPABLE, 1);
+        let adj = libc::open(
+            c"/proc/self/oom_score_adj".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if adj >= 0 {
+            libc::write(adj, OOM_SCORE_ADJ.as_ptr().cast(), OOM_SCORE_ADJ.len());
+            libc::close(adj);
+        }
+        if let Some(n) = the_box.nproc {
+            let lim = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            libc::setrlimit(libc::RLIMIT_NPROC, &lim);
+        }
+        if libc::chdir(cwd.as_ptr()) != 0 {
+            return super::confine::STEP_CHDIR;
+        }
+        libc::umask(0o022);
+    }
+    // The zygote holds every capability of the box's user namespace: keep
+    // only box root's few before the command runs.
+    if let Err(step) = super::confine::confine(filters, super::confine::BOX_ROOT_CAPS) {
+        return step;
+    }
+    let argv_p: Vec<*const libc::c_char> = argv
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let envp_p: Vec<*const libc::c_char> = envp
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    // As execvp does: the first candidate that is not missing decides.
+    let mut errno = libc::ENOENT;
+    for path in candidates {
+        // SAFETY: NUL-terminated arrays of valid C strings.
+        unsafe { libc::execve(path.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr()) };
+        // SAFETY: reading errno.
+        let e = unsafe { *libc::__errno_location() };
+        match e {
+            libc::ENOENT | libc::ENOTDIR => continue,
+            libc::EACCES => errno = libc::EACCES,
+            other => return other,
+        }
+    }
+    errno
+}
+
+/// Joins the namespaces of `pid` and changes root into its box.
+fn enter_box(pid: i32) -> std::result::Result<(), String> {
     let open = |what: &str| {
         std::fs::File::open(format!("/proc/{pid}/{what}"))
-            .map_err(|e| (126, format!("the box is not running ({what}: {e})")))
+            .map_err(|e| format!("the box is not running ({what}: {e})"))
     };
     let root = open("root")?;
-    let mut spaces = vec![
+    let spaces = [
         (open("ns/user")?, CloneFlags::CLONE_NEWUSER),
         (open("ns/ipc")?, CloneFlags::CLONE_NEWIPC),
         (open("ns/uts")?, CloneFlags::CLONE_NEWUTS),
+        (open("ns/net")?, CloneFlags::CLONE_NEWNET),
+        (open("ns/pid")?, CloneFlags::CLONE_NEWPID),
+        (open("ns/mnt")?, CloneFlags::CLONE_NEWNS),
     ];
-    spaces.push((open("ns/net")?, CloneFlags::CLONE_NEWNET));
-    spaces.push((open("ns/pid")?, CloneFlags::CLONE_NEWPID));
-    spaces.push((open("ns/mnt")?, CloneFlags::CLONE_NEWNS));
     for (fd, flag) in &spaces {
-        nix::sched::setns(fd, *flag)
-            .map_err(|e| (126, format!("joining the box ({flag:?}): {e}")))?;
+        nix::sched::setns(fd, *flag).map_err(|e| format!("joining the box ({flag:?}): {e}"))?;
         if *flag == CloneFlags::CLONE_NEWUSER {
             // As box root from here on, never as the daemon's own user
             // (host root, when boxd runs as root): joining kept its ids.
             // No supplementary groups (refused, and moot, in a box of a
             // single id).
             let _ = nix::unistd::setgroups(&[]);
-            super::userns::become_root(false)
-                .map_err(|e| (126, format!("becoming box root: {e}")))?;
+            super::userns::become_root(false).map_err(|e| format!("becoming box root: {e}"))?;
         }
     }
-    nix::unistd::fchdir(&root).map_err(|e| (126, format!("fchdir: {e}")))?;
-    nix::unistd::chroot(".").map_err(|e| (126, format!("chroot: {e}")))?;
-    nix::unistd::chdir(working_dir).map_err(|e| {
-        (
-            126,
-            format!("working directory {working_dir:?}: {}", e.desc()),
-        )
-    })?;
-    // SAFETY: umask has no preconditions.
-    unsafe { libc::umask(0o022) };
+    nix::unistd::fchdir(&root).map_err(|e| format!("fchdir: {e}"))?;
+    nix::unistd::chroot(".").map_err(|e| format!("chroot: {e}"))?;
+    nix::unistd::chdir("/").map_err(|e| format!("chdir: {e}"))?;
+    // Nothing in the box may read this process's memory or files.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) };
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn statuses_parse() {
-        assert_eq!(parse_status("exit 3").code, Some(3));
-        assert_eq!(parse_status("signal 9").signal, Some(9));
-        let f = parse_status("fail 127 cannot run \"x\": No such file");
-        assert_eq!(f.code, Some(127));
-        assert_eq!(f.error.as_deref(), Some("cannot run \"x\": No such file"));
-        assert!(parse_status("").error.is_some());
-    }
 }

@@ -1,0 +1,795 @@
+//! The supervisor process (`boxd __supervise`): one per running namespace
+//! box, in a session of its own and outside the daemon's process tree, so
+//! that the box and its execs outlive the daemon (a crash, an upgrade, an
+//! idle exit).
+//!
+//! It starts the box (bubblewrap, as the daemon did before), serves its
+//! egress proxy, starts its zygote, and holds every exec's stdio: each
+//! exec's output goes into its log (`exec_log.rs`), read by the daemon's
+//! subscriptions over `BOXDIR/supervisor.sock`. It ends once the box has
+//! ended and every exec's output was read (or after [`LINGER`]).
+//!
+//! Invariants: only its own uid may connect; an exec's exit is recorded
+//! after its last output; nothing a connection sends can crash it (bad
+//! frames end that connection); it keeps at most [`KEEP_EXITED`] exited
+//! execs.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::io::unix::AsyncFd;
+use tokio::net::UnixStream;
+use tokio::sync::{broadcast, oneshot, watch};
+
+use super::super::nsexec::{self, Reply as ZReply, Spawn};
+use super::super::sandbox::Sandbox;
+use super::wire::{self, ExecInfo, Frame, Push, Reply, Request, RunSpec, Start, Up};
+use crate::engine::exec::{ExecHandle, LocalExec};
+use crate::engine::{ExitStatus, Process, ProcessControl};
+use crate::error::{Error, Result};
+use crate::exec_log::Offsets;
+
+/// The argument that selects this mode in `main`.
+pub const HELPER_ARG: &str = "__supervise";
+/// Exited execs kept, with their last output.
+const KEEP_EXITED: usize = 32;
+/// How long an ended box's supervisor waits for its execs' output to be
+/// read before it goes.
+const LINGER: Duration = Duration::from_secs(10);
+
+/// `boxd __supervise`, with its channel at fd 3. Never returns.
+pub fn helper_main() -> ! {
+    // Out of the daemon's process tree: the daemon's child (which it
+    // reaps) leaves at once; its child is the supervisor. A fork clears
+    // the parent-death signal the helper launcher set.
+    // SAFETY: no thread exists yet.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Parent { .. }) => std::process::exit(0),
+        Ok(nix::unistd::ForkResult::Child) => {}
+        Err(_) => std::process::exit(1),
+    }
+    let _ = nix::unistd::setsid();
+    // SAFETY: the daemon placed the channel at this number for us.
+    let channel = unsafe {
+        <std::os::unix::net::UnixStream as std::os::fd::FromRawFd>::from_raw_fd(
+            super::super::helper::CHANNEL_FD,
+        )
+    };
+    let mut line = String::new();
+    let read = std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(std::io::Read::take(&channel, 16 << 20)),
+        &mut line,
+    );
+    let start: Start = match read.ok().and_then(|_| serde_json::from_str(&line).ok()) {
+        Some(s) => s,
+        None => std::process::exit(1),
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(_) => std::process::exit(1),
+    };
+    let code = runtime.block_on(supervise(start, channel));
+    std::process::exit(code)
+}
+
+async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32 {
+    let tell = |ready: &wire::Ready| {
+        let mut line = serde_json::to_vec(ready).expect("serializable");
+        line.push(b'\n');
+        let _ = std::io::Write::write_all(&mut &channel, &line);
+    };
+    let failed = |e: Error| wire::Ready::Failed {
+        kind: match e {
+            Error::FailedPrecondition(_) => "precondition".into(),
+            _ => "engine".into(),
+        },
+        message: e.to_string(),
+    };
+    let mut warnings = Vec::new();
+    let sandbox = match Sandbox::start(
+        &start.plan,
+        &start.ids,
+        &start.cgroup,
+        &start.box_name,
+        &mut warnings,
+    )
+    .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            tell(&failed(e));
+            return 1;
+        }
+    };
+    let (pid1, init) = (sandbox.pid1, sandbox.pid);
+    let set_up = async {
+        let port = start.egress.as_ref().map(|_| super::super::egress::PROXY_PORT);
+        let proxy = match super::super::finish::finish(init, port).await? {
+            Some(listener) => Some(start_proxy(&start, listener)?),
+            None => None,
+        };
+        let zygote = Zygote::start(&nsexec::Target {
+            pid: init,
+            cgroups: start.cgroup.procs_files(),
+            nproc: start.nproc,
+        })?;
+        let path = start.dir.join(wire::SOCKET);
+        let _ = std::fs::remove_file(&path);
+        let listener = tokio::net::UnixListener::bind(&path)
+            .map_err(|e| Error::io(format!("bind {}", path.display()), e))?;
+        std::fs::set_permissions(
+            &path,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .map_err(|e| Error::io("chmod the supervisor's socket", e))?;
+        Ok::<_, Error>((proxy, zygote, listener))
+    };
+    let (proxy, zygote, listener) = match set_up.await {
+        Ok(v) => v,
+        Err(e) => {
+            sandbox.stop(true).await;
+            tell(&failed(e));
+            return 1;
+        }
+    };
+    tell(&wire::Ready::Running {
+        pid1,
+        init,
+        warnings,
+    });
+    drop(channel);
+    tracing::info!(box_name = %start.box_name, pid1, init, "box running");
+
+    let ended = sandbox.ended();
+    let sup = Arc::new(Sup {
+        pid1,
+        init,
+        ended: ended.clone(),
+        sandbox: tokio::sync::Mutex::new(Some(sandbox)),
+        zygote,
+        execs: Mutex::new(HashMap::new()),
+        pushes: broadcast::channel(256).0,
+        start,
+    });
+    {
+        let (sup, mut ended) = (sup.clone(), ended.clone());
+        tokio::spawn(async move {
+            if let Ok(reason) = ended.wait_for(Option::is_some).await {
+                let reason = reason.clone().unwrap_or_default();
+                tracing::info!(%reason, "box ended");
+                let _ = sup.pushes.send(Push::Ended(reason));
+            }
+        });
+    }
+    let drained = drained(sup.clone());
+    tokio::pin!(drained);
+    loop {
+        tokio::select! {
+            conn = listener.accept() => {
+                if let Ok((stream, _)) = conn {
+                    tokio::spawn(connection(sup.clone(), stream));
+                }
+            }
+            _ = &mut drained => break,
+        }
+    }
+    drop(proxy);
+    let _ = std::fs::remove_file(sup.start.dir.join(wire::SOCKET));
+    0
+}
+
+/// Resolves once the box has ended and its execs' output was read (or
+/// [`LINGER`] passed).
+async fn drained(sup: Arc<Sup>) {
+    let mut ended = sup.ended.clone();
+    let _ = ended.wait_for(Option::is_some).await;
+    let deadline = tokio::time::Instant::now() + LINGER;
+    loop {
+        let busy = sup
+            .execs
+            .lock()
+            .expect("exec table")
+            .values()
+            .any(|e| e.local.log().exit().is_none() || e.local.log().readers() > 0);
+        if !busy || tokio::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The supervisor's state.
+struct Sup {
+    start: Start,
+    pid1: i32,
+    init: i32,
+    ended: watch::Receiver<Option<String>>,
+    sandbox: tokio::sync::Mutex<Option<Sandbox>>,
+    zygote: Zygote,
+    execs: Mutex<HashMap<String, Arc<Exec>>>,
+    /// To every `Hello` connection.
+    pushes: broadcast::Sender<Push>,
+}
+
+struct Exec {
+    info: Mutex<ExecInfo>,
+    local: Arc<LocalExec>,
+}
+
+fn error_reply(e: &Error) -> Reply {
+    Reply::Error {
+        code: match e {
+            Error::InvalidArgument(_) => "invalid",
+            Error::NotFound(_) => "not_found",
+            Error::FailedPrecondition(_) => "precondition",
+            Error::AlreadyExists(_) => "exists",
+            Error::ResourceExhausted(_) => "exhausted",
+            _ => "engine",
+        }
+        .into(),
+        message: e.to_string(),
+    }
+}
+
+impl Sup {
+    fn exec(&self, id: &str) -> Result<Arc<Exec>> {
+        self.execs
+            .lock()
+            .expect("exec table")
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("no exec with id {id:?}")))
+    }
+
+    /// Starts a command through the zygote; its output goes to a new log.
+    async fn run(self: &Arc<Self>, spec: RunSpec) -> Result<Arc<Exec>> {
+        if self.ended.borrow().is_some() {
+            return Err(Error::FailedPrecondition("the box is not running".into()));
+        }
+        if self.execs.lock().expect("exec table").contains_key(&spec.id) {
+            return Err(Error::AlreadyExists(format!("exec {} exists", spec.id)));
+        }
+        let (process, pid) = self.spawn(&spec).await?;
+        let local = LocalExec::start(process, spec.detach);
+        let exec = Arc::new(Exec {
+            info: Mutex::new(ExecInfo {
+                id: spec.id.clone(),
+                command: spec.command.clone(),
+                args: spec.args.clone(),
+                tty: spec.tty.is_some(),
+                detach: spec.detach,
+                stdin: spec.stdin,
+                started_at_ms: spec.started_at_ms,
+                exit: None,
+            }),
+            local,
+        });
+        self.execs
+            .lock()
+            .expect("exec table")
+            .insert(spec.id.clone(), exec.clone());
+        tracing::debug!(exec_id = %spec.id, pid, "exec started");
+        let sup = self.clone();
+        let e = exec.clone();
+        tokio::spawn(async move {
+            let mut status = e.local.wait().await;
+            if status.code.is_none() && status.signal.is_none() && status.error.is_none() {
+                status.error = Some("the exec ended without a status".into());
+            }
+            e.info.lock().expect("exec info").exit = Some(status.clone());
+            let id = e.info.lock().expect("exec info").id.clone();
+            let _ = sup.pushes.send(Push::Exited { id, status });
+            sup.prune();
+        });
+        Ok(exec)
+    }
+
+    fn prune(&self) {
+        let mut table = self.execs.lock().expect("exec table");
+        let mut exited: Vec<(i64, String)> = table
+            .values()
+            .filter_map(|e| {
+                let info = e.info.lock().expect("exec info");
+                info.exit.as_ref().map(|_| (info.started_at_ms, info.id.clone()))
+            })
+            .collect();
+        if exited.len() <= KEEP_EXITED {
+            return;
+        }
+        exited.sort();
+        for (_, id) in &exited[..exited.len() - KEEP_EXITED] {
+            table.remove(id);
+        }
+    }
+
+    /// The process of `spec`: stdio made here, the command forked by the
+    /// zygote.
+    async fn spawn(self: &Arc<Self>, spec: &RunSpec) -> Result<(Process, i32)> {
+        use tokio::net::unix::pipe;
+        let pipe_pair = || {
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error::io("pipe", e.into()))
+        };
+        let mut argv = vec![spec.command.clone()];
+        argv.extend(spec.args.iter().cloned());
+        let request = Spawn {
+            argv,
+            env: spec.env.clone(),
+            working_dir: spec.working_dir.clone(),
+            tty: spec.tty.is_some(),
+        };
+        type Streams = (
+            Option<crate::engine::Input>,
+            crate::engine::Output,
+            Option<crate::engine::Output>,
+            Option<OwnedFd>,
+        );
+        let (theirs, ours): ([OwnedFd; 3], Streams) = match spec.tty {
+            Some((rows, cols)) => {
+                let (master, slave) = nsexec::box_pty(self.init, rows, cols)?;
+                let dup = |f: &OwnedFd| f.try_clone().map_err(|e| Error::io("dup pty", e));
+                let reader = tokio::fs::File::from_std(std::fs::File::from(dup(&master)?));
+                let writer = spec
+                    .stdin
+                    .then(|| dup(&master))
+                    .transpose()?
+                    .map(|w| Box::pin(tokio::fs::File::from_std(std::fs::File::from(w))) as _);
+                (
+                    [dup(&slave)?, dup(&slave)?, slave],
+                    (writer, Box::pin(reader) as _, None, Some(master)),
+                )
+            }
+            None => {
+                let (in_r, in_w) = pipe_pair()?;
+                let (out_r, out_w) = pipe_pair()?;
+                let (err_r, err_w) = pipe_pair()?;
+                let stdin = if spec.stdin {
+                    let w = pipe::Sender::from_owned_fd(in_w)
+                        .map_err(|e| Error::io("stdin pipe", e))?;
+                    Some(Box::pin(w) as crate::engine::Input)
+                } else {
+                    drop(in_w); // the command reads EOF
+                    None
+                };
+                let out = pipe::Receiver::from_owned_fd(grow_pipe(out_r))
+                    .map_err(|e| Error::io("stdout pipe", e))?;
+                let err = pipe::Receiver::from_owned_fd(grow_pipe(err_r))
+                    .map_err(|e| Error::io("stderr pipe", e))?;
+                (
+                    [in_r, out_w, err_w],
+                    (stdin, Box::pin(out) as _, Some(Box::pin(err) as _), None),
+                )
+            }
+        };
+        let (stdin, stdout, stderr, pty) = ours;
+        let reply = self.zygote.spawn(&request, theirs).await?;
+        let (pid, exit): (i32, futures::future::BoxFuture<'static, ExitStatus>) = match reply {
+            Spawned::Pid(pid, rx) => {
+                let sup = self.clone();
+                let ooms_before = self.start.cgroup.oom_kills();
+                (
+                    pid,
+                    Box::pin(async move {
+                        let mut status = rx.await.unwrap_or_else(|_| ExitStatus {
+                            error: Some("the box's zygote ended".into()),
+                            ..Default::default()
+                        });
+                        sup.annotate(&mut status, ooms_before).await;
+                        status
+                    }),
+                )
+            }
+            Spawned::Fail(code, message) => (
+                0,
+                Box::pin(std::future::ready(ExitStatus {
+                    code: Some(code),
+                    signal: None,
+                    error: Some(message),
+                })),
+            ),
+        };
+        let process = Process {
+            stdin,
+            stdout,
+            stderr,
+            control: Arc::new(Control { pgid: pid, pty }),
+            exit,
+        };
+        Ok((process, pid))
+    }
+
+    /// Says why a killed command died, when it was its box ending or the
+    /// box running out of memory.
+    async fn annotate(&self, status: &mut ExitStatus, ooms_before: u64) {
+        if status.signal.is_some() && status.error.is_none() {
+            status.error = super::super::box_ended(self.pid1, self.ended.clone()).await;
+        }
+        if status.signal == Some(libc::SIGKILL)
+            && status.error.is_none()
+            && self.start.cgroup.oom_kills() > ooms_before
+        {
+            status.error = Some(super::super::out_of_memory(&self.start.limits));
+        }
+    }
+}
+
+/// Bigger pipe buffers mean fewer, larger reads for bulk output. Best
+/// effort: the kernel caps it at `/proc/sys/fs/pipe-max-size`.
+fn grow_pipe(pipe: OwnedFd) -> OwnedFd {
+    // SAFETY: F_SETPIPE_SZ on a pipe we own; failure leaves it as it was.
+    unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+    pipe
+}
+
+struct Control {
+    pgid: i32,
+    pty: Option<OwnedFd>,
+}
+
+impl ProcessControl for Control {
+    fn signal(&self, signal: i32) -> Result<()> {
+        if self.pgid <= 1 {
+            // The command never started; there is nothing to signal (and
+            // kill(0) would hit the supervisor's own group).
+            return Ok(());
+        }
+        // SAFETY: kill has no memory-safety preconditions.
+        let rc = unsafe { libc::kill(-self.pgid, signal) };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::ESRCH) {
+                return Err(Error::io("signal exec", err));
+            }
+        }
+        Ok(())
+    }
+
+    fn resize(&self, rows: u16, cols: u16) -> Result<()> {
+        let Some(pty) = &self.pty else {
+            return Err(Error::FailedPrecondition("the exec has no TTY".into()));
+        };
+        let ws = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCSWINSZ reads a winsize from a valid pointer.
+        if unsafe { libc::ioctl(pty.as_raw_fd(), libc::TIOCSWINSZ, &ws) } != 0 {
+            return Err(Error::io("resize TTY", std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+}
+
+enum Spawned {
+    Pid(i32, oneshot::Receiver<ExitStatus>),
+    Fail(i32, String),
+}
+
+/// The supervisor's side of the zygote.
+struct Zygote {
+    sock: Arc<AsyncFd<OwnedFd>>,
+    /// One request at a time: replies come in request order.
+    lock: tokio::sync::Mutex<()>,
+    pending: Arc<Mutex<Option<oneshot::Sender<Spawned>>>>,
+    exits: Arc<Mutex<HashMap<i32, oneshot::Sender<ExitStatus>>>>,
+    _child: tokio::process::Child,
+}
+
+impl Zygote {
+    fn start(target: &nsexec::Target) -> Result<Zygote> {
+        let (child, sock) = nsexec::start(target)?;
+        nix::fcntl::fcntl(
+            &sock,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .map_err(|e| Error::io("zygote socket", e.into()))?;
+        // SAFETY: the socket is owned by the AsyncFd, and only read and
+        // written through it, until it drops.
+        let sock = unsafe { AsyncFd::register(sock) }
+            .map_err(|e| Error::io("zygote socket", e.into()))?;
+        let sock = Arc::new(sock);
+        let zygote = Zygote {
+            sock: sock.clone(),
+            lock: tokio::sync::Mutex::new(()),
+            pending: Arc::default(),
+            exits: Arc::default(),
+            _child: child,
+        };
+        let (pending, exits) = (zygote.pending.clone(), zygote.exits.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok(mut ready) = sock.readable().await else {
+                    break;
+                };
+                let reply = match nsexec::receive(sock.get_ref()) {
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        ready.clear_ready();
+                        continue;
+                    }
+                    Ok(Some(r)) => r,
+                    Ok(None) | Err(_) => break,
+                };
+                match reply {
+                    ZReply::Pid(pid) => {
+                        let (tx, rx) = oneshot::channel();
+                        exits.lock().expect("zygote").insert(pid, tx);
+                        if let Some(p) = pending.lock().expect("zygote").take() {
+                            let _ = p.send(Spawned::Pid(pid, rx));
+                        }
+                    }
+                    ZReply::Fail(code, msg) => {
+                        if let Some(p) = pending.lock().expect("zygote").take() {
+                            let _ = p.send(Spawned::Fail(code, msg));
+                        }
+                    }
+                    ZReply::Exit(pid, code, signal) => {
+                        if let Some(tx) = exits.lock().expect("zygote").remove(&pid) {
+                            let _ = tx.send(ExitStatus {
+                                code,
+                                signal,
+                                error: None,
+                            });
+                        }
+                    }
+                }
+            }
+            tracing::warn!("the box's zygote ended");
+            // Waiters see their senders dropped.
+            pending.lock().expect("zygote").take();
+            exits.lock().expect("zygote").clear();
+        });
+        Ok(zygote)
+    }
+
+    async fn spawn(&self, request: &Spawn, stdio: [OwnedFd; 3]) -> Result<Spawned> {
+        let _one = self.lock.lock().await;
+        let (tx, rx) = oneshot::channel();
+        *self.pending.lock().expect("zygote") = Some(tx);
+        let raw = [
+            stdio[0].as_raw_fd(),
+            stdio[1].as_raw_fd(),
+            stdio[2].as_raw_fd(),
+        ];
+        loop {
+            let mut guard = self
+                .sock
+                .writable()
+                .await
+                .map_err(|e| Error::io("zygote socket", e))?;
+            match nsexec::send(self.sock.get_ref(), request, raw) {
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::WouldBlock =>
+                {
+                    guard.clear_ready();
+                }
+                other => break other?,
+            }
+        }
+        // The zygote has its copies; the command's ends close here.
+        drop(stdio);
+        rx.await
+            .map_err(|_| Error::Engine("the box's zygote ended".into()))
+    }
+}
+
+/// Serves one connection (see `wire.rs`).
+async fn connection(sup: Arc<Sup>, stream: UnixStream) {
+    let ours = nix::unistd::getuid().as_raw();
+    if stream.peer_cred().map(|c| c.uid()).ok() != Some(ours) {
+        return;
+    }
+    let (mut r, mut w) = stream.into_split();
+    let Ok(Some(first)) = wire::read(&mut r).await else {
+        return;
+    };
+    let Ok(request) = first.parse::<Request>() else {
+        return;
+    };
+    let reply = match request {
+        Request::Hello => return hello(sup, r, w).await,
+        Request::Run(spec) => match sup.run(spec).await {
+            Ok(exec) => return subscription(exec, Offsets::default(), r, w).await,
+            Err(e) => error_reply(&e),
+        },
+        Request::Attach { id, from } => match sup.exec(&id) {
+            Ok(exec) => return subscription(exec, from, r, w).await,
+            Err(e) => error_reply(&e),
+        },
+        Request::Stdin { id } => match sup.exec(&id) {
+            Ok(exec) => return stdin(exec, r, w).await,
+            Err(e) => error_reply(&e),
+        },
+        Request::CloseStdin { id } => match sup.exec(&id) {
+            Ok(exec) => done(exec.local.close_stdin().await),
+            Err(e) => error_reply(&e),
+        },
+        Request::Signal { id, signal } => match sup.exec(&id) {
+            Ok(exec) => done(exec.local.signal(signal).await),
+            Err(e) => error_reply(&e),
+        },
+        Request::Resize { id, rows, cols } => match sup.exec(&id) {
+            Ok(exec) => done(exec.local.resize(rows, cols).await),
+            Err(e) => error_reply(&e),
+        },
+        Request::Stop { force } => {
+            let sandbox = sup.sandbox.lock().await.take();
+            if let Some(sandbox) = sandbox {
+                sandbox.stop(force).await;
+            }
+            // Its execs die with it; their exits are recorded first.
+            let execs: Vec<_> = sup.execs.lock().expect("exec table").values().cloned().collect();
+            for e in execs {
+                let _ = tokio::time::timeout(Duration::from_secs(5), e.local.wait()).await;
+            }
+            Reply::Done
+        }
+    };
+    let _ = wire::write(&mut w, &Frame::json(&reply)).await;
+}
+
+fn done(r: Result<()>) -> Reply {
+    match r {
+        Ok(()) => Reply::Done,
+        Err(e) => error_reply(&e),
+    }
+}
+
+/// The daemon's watch: the box and its execs as they are, then what
+/// happens to them.
+async fn hello(
+    sup: Arc<Sup>,
+    mut r: tokio::net::unix::OwnedReadHalf,
+    mut w: tokio::net::unix::OwnedWriteHalf,
+) {
+    // Subscribed before the snapshot: nothing falls between.
+    let mut pushes = sup.pushes.subscribe();
+    let execs: Vec<ExecInfo> = sup
+        .execs
+        .lock()
+        .expect("exec table")
+        .values()
+        .map(|e| e.info.lock().expect("exec info").clone())
+        .collect();
+    let hello = Reply::Hello {
+        version: wire::VERSION,
+        pid1: sup.pid1,
+        init: sup.init,
+        cgroup: sup.start.cgroup.clone(),
+        execs,
+    };
+    if wire::write(&mut w, &Frame::json(&hello)).await.is_err() {
+        return;
+    }
+    let reason = sup.ended.borrow().clone();
+    if let Some(reason) = reason {
+        let _ = wire::write(&mut w, &Frame::json(&Push::Ended(reason))).await;
+    }
+    loop {
+        tokio::select! {
+            push = pushes.recv() => match push {
+                Ok(p) => {
+                    if wire::write(&mut w, &Frame::json(&p)).await.is_err() {
+                        return;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(_) => return,
+            },
+            frame = wire::read(&mut r) => {
+                if !matches!(frame, Ok(Some(_))) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// One subscription: `Subscribed`, the output, the exit; acknowledgements
+/// come up the same connection.
+async fn subscription(
+    exec: Arc<Exec>,
+    from: Offsets,
+    mut r: tokio::net::unix::OwnedReadHalf,
+    w: tokio::net::unix::OwnedWriteHalf,
+) {
+    let sub = LocalExec::subscription(exec.local.log(), from);
+    let mut w = tokio::io::BufWriter::with_capacity(64 << 10, w);
+    let head = Reply::Subscribed {
+        start: sub.start,
+        stdin_offset: sub.stdin_offset,
+    };
+    if wire::write(&mut w, &Frame::json(&head)).await.is_err() || w.flush().await.is_err() {
+        return;
+    }
+    let acks = sub.acks;
+    let mut events = sub.events;
+    let reader = tokio::spawn(async move {
+        while let Ok(Some(frame)) = wire::read(&mut r).await {
+            if let Ok(Up::Ack(upto)) = frame.parse::<Up>() {
+                acks.ack(upto);
+            }
+        }
+    });
+    while let Some(event) = events.recv().await {
+        let (frame, last) = match event {
+            crate::exec_log::Event::Output(s, b) => (Frame::Output(s, b), false),
+            crate::exec_log::Event::Exit(status) => (Frame::json(&Push::Exit(status)), true),
+        };
+        if wire::write(&mut w, &frame).await.is_err() {
+            break;
+        }
+        // Flushed whenever nothing more is ready: small outputs go at once.
+        if (last || events.is_empty()) && w.flush().await.is_err() {
+            break;
+        }
+        if last {
+            break;
+        }
+    }
+    // Once the daemon closes its side (or is gone), the reader ends and
+    // the subscription with it.
+    let _ = reader.await;
+}
+
+/// An exec's stdin: each frame written (bytes it had already skipped),
+/// then answered with the offset reached.
+async fn stdin(
+    exec: Arc<Exec>,
+    mut r: tokio::net::unix::OwnedReadHalf,
+    mut w: tokio::net::unix::OwnedWriteHalf,
+) {
+    if wire::write(&mut w, &Frame::json(&Reply::Done)).await.is_err() {
+        return;
+    }
+    while let Ok(Some(frame)) = wire::read(&mut r).await {
+        let Frame::Stdin(at, data) = frame else {
+            return;
+        };
+        let reply = match exec.local.write_stdin(at, data).await {
+            Ok(n) => Reply::Taken(n),
+            Err(e) => error_reply(&e),
+        };
+        if wire::write(&mut w, &Frame::json(&reply)).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Serves the box's egress proxy on `listener` (inside the box's network
+/// namespace) until the returned guard is dropped.
+fn start_proxy(
+    start: &Start,
+    listener: std::net::TcpListener,
+) -> Result<tokio_util::sync::DropGuard> {
+    use crate::egress::{AllowList, Proxy, Secrets};
+    let egress = start.egress.as_ref().expect("a box with a proxy");
+    // Validated at create; an old record that no longer parses is refused.
+    let allow = AllowList::parse(&egress.allow_net)
+        .map_err(|e| Error::FailedPrecondition(format!("allow-net: {e}")))?;
+    let secrets = Secrets::new(egress.secrets.clone())
+        .map_err(|e| Error::FailedPrecondition(format!("secrets: {e}")))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::io("egress listener", e))?;
+    let listener =
+        tokio::net::TcpListener::from_std(listener).map_err(|e| Error::io("egress listener", e))?;
+    let aliases = HashMap::from([(
+        super::super::egress::HOST_ALIAS.to_owned(),
+        "127.0.0.1".to_owned(),
+    )]);
+    let proxy = Arc::new(Proxy::new(start.box_name.clone(), allow, secrets, aliases));
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(proxy.serve(listener, stop.clone()));
+    Ok(stop.drop_guard())
+}
