@@ -401,7 +401,13 @@ mod tests {
             stdout: 3,
             stderr: 0,
         });
-        assert_eq!(b.start, Offsets { stdout: 3, stderr: 0 });
+        assert_eq!(
+            b.start,
+            Offsets {
+                stdout: 3,
+                stderr: 0
+            }
+        );
         assert_eq!(text(&log.next(&mut b).await), "o:lo e:ERR o:world");
         // It had everything up to "wo".
         let mut c = log.join(Offsets {
@@ -452,7 +458,11 @@ mod tests {
             log.append(Stream::Stdout, chunk.clone());
         }
         let mut r = log.join(Offsets::default());
-        assert_eq!(r.start.stdout, 1 << 20, "replay begins at the oldest kept byte");
+        assert_eq!(
+            r.start.stdout,
+            1 << 20,
+            "replay begins at the oldest kept byte"
+        );
         let n: usize = log
             .next(&mut r)
             .await
@@ -475,6 +485,9 @@ mod tests {
         log.append(Stream::Stdout, chunk);
         log.ack_id(fast.id(), log.end());
         let waiting = tokio::time::timeout(std::time::Duration::from_millis(50), log.room());
-        assert!(waiting.await.is_err(), "the slow reader acknowledged nothing");
+        assert!(
+            waiting.await.is_err(),
+            "the slow reader acknowledged nothing"
+        );
     }
 }

@@ -515,8 +515,16 @@ impl Execs {
         let mut events = subscription.events;
         let start = subscription.start;
         tokio::spawn(async move {
-            let delivered = forward(&session, &mut events, &sub, started, start, resumable, &*acks)
-                .await;
+            let delivered = forward(
+                &session,
+                &mut events,
+                &sub,
+                started,
+                start,
+                resumable,
+                &*acks,
+            )
+            .await;
             session.attached.fetch_sub(1, Ordering::SeqCst);
             if !delivered
                 && owner

@@ -127,7 +127,8 @@ fn new_id() -> String {
 
 impl Registry {
     /// Loads every box under `dir` and reconciles it with the engine: a box
-    /// recorded as running that the engine no longer runs is stopped.
+    /// recorded as running is found again ([`Engine::adopt`], with its
+    /// execs) or, when the engine no longer runs it, stopped.
     pub async fn open(dir: PathBuf, engine: Arc<dyn Engine>, max_boxes: usize) -> Result<Registry> {
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
@@ -167,8 +168,14 @@ impl Registry {
                 record.state,
                 State::Running | State::Starting | State::Stopping
             );
-            if was_running && record.state == State::Running {
+            if was_running {
                 if let Some(execs) = engine.adopt(&record).await {
+                    // (A start or stop the old daemon did not finish: the
+                    // box runs.)
+                    if record.state != State::Running {
+                        record.state = State::Running;
+                        persist(&record)?;
+                    }
                     adopted.push((record.name.clone(), execs));
                     boxes.insert(record.name.clone(), Arc::new(Slot::new(record)));
                     continue;

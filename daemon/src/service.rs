@@ -349,7 +349,8 @@ impl Boxd for Service {
         let size = req
             .size
             .ok_or_else(|| Status::invalid_argument("size is required"))?;
-        self.execs.get(&req.exec_id)?
+        self.execs
+            .get(&req.exec_id)?
             .resize(size.rows, size.cols)
             .await?;
         Ok(Response::new(v1::ResizeExecResponse {}))

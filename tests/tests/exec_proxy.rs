@@ -249,7 +249,9 @@ fn a_killed_proxy_has_its_exec_reaped_and_the_box_stays() {
                 .unwrap()
                 .into_inner()
                 .execs
-                .len()
+                .iter()
+                .filter(|e| !e.exited)
+                .count()
             }
         };
         assert_eq!(execs(&mut client).await, 1);

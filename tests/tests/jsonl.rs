@@ -180,7 +180,11 @@ fn stdin_kill_and_end_of_input() {
             .unwrap()
             .into_inner()
             .execs;
-        assert!(execs.iter().all(|e| e.exec_id != last), "{execs:?}");
+        // Kept (with its last output) as exited: killed when its driver went.
+        assert!(
+            execs.iter().all(|e| e.exec_id != last || e.exited),
+            "{execs:?}"
+        );
     });
 }
 

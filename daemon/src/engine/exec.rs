@@ -164,8 +164,8 @@ fn stdin_writer(
                     }
                     let skip = ((have - at) as usize).min(d.len());
                     let d = d.slice(skip..);
-                    let ok = d.is_empty()
-                        || (w.write_all(&d).await.is_ok() && w.flush().await.is_ok());
+                    let ok =
+                        d.is_empty() || (w.write_all(&d).await.is_ok() && w.flush().await.is_ok());
                     if ok {
                         log.add_stdin(d.len() as u64);
                     }

@@ -249,7 +249,8 @@ fn serve(args: &[OsString], sock: &OwnedFd) -> std::result::Result<(), String> {
     // Exits arrive as SIGCHLD on a signalfd, polled beside the socket.
     let mut mask = nix::sys::signal::SigSet::empty();
     mask.add(nix::sys::signal::Signal::SIGCHLD);
-    mask.thread_block().map_err(|e| format!("sigprocmask: {e}"))?;
+    mask.thread_block()
+        .map_err(|e| format!("sigprocmask: {e}"))?;
     let sfd = nix::sys::signalfd::SignalFd::with_flags(
         &mask,
         nix::sys::signalfd::SfdFlags::SFD_CLOEXEC | nix::sys::signalfd::SfdFlags::SFD_NONBLOCK,
@@ -341,7 +342,10 @@ fn receive_spawn(sock: &OwnedFd, buf: &mut [u8]) -> std::result::Result<Received
             for c in cmsgs {
                 if let ControlMessageOwned::ScmRights(list) = c {
                     // SAFETY: descriptors just received, owned by nobody else.
-                    fds.extend(list.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+                    fds.extend(
+                        list.into_iter()
+                            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+                    );
                 }
             }
         }

@@ -162,7 +162,9 @@ impl Supervisor {
     }
 
     async fn open(&self, request: &Request) -> Result<(OwnedReadHalf, OwnedWriteHalf)> {
-        let stream = UnixStream::connect(&self.socket).await.map_err(|_| gone())?;
+        let stream = UnixStream::connect(&self.socket)
+            .await
+            .map_err(|_| gone())?;
         let (r, mut w) = stream.into_split();
         wire::write(&mut w, &Frame::json(request))
             .await
@@ -228,11 +230,14 @@ impl Supervisor {
     /// Stops the box (every process in it ends; `force` skips the grace
     /// period) and waits for its supervisor to record it.
     pub async fn stop(&self, force: bool) -> Result<()> {
-        match self.request(Request::Stop { force }).await {
-            Ok(_) => Ok(()),
-            // Already gone: stopped.
+        let result = self.request(Request::Stop { force }).await;
+        // Gone (the box ended, or a stop raced its end): stopped, once the
+        // watch hears of it.
+        let mut ended = self.ended.clone();
+        let _ = tokio::time::timeout(Duration::from_secs(5), ended.wait_for(Option::is_some)).await;
+        match result {
             Err(Error::Engine(_)) if self.ended.borrow().is_some() => Ok(()),
-            Err(e) => Err(e),
+            other => other.map(drop),
         }
     }
 }

@@ -113,7 +113,10 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
     };
     let (pid1, init) = (sandbox.pid1, sandbox.pid);
     let set_up = async {
-        let port = start.egress.as_ref().map(|_| super::super::egress::PROXY_PORT);
+        let port = start
+            .egress
+            .as_ref()
+            .map(|_| super::super::egress::PROXY_PORT);
         let proxy = match super::super::finish::finish(init, port).await? {
             Some(listener) => Some(start_proxy(&start, listener)?),
             None => None,
@@ -127,11 +130,8 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
         let _ = std::fs::remove_file(&path);
         let listener = tokio::net::UnixListener::bind(&path)
             .map_err(|e| Error::io(format!("bind {}", path.display()), e))?;
-        std::fs::set_permissions(
-            &path,
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )
-        .map_err(|e| Error::io("chmod the supervisor's socket", e))?;
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .map_err(|e| Error::io("chmod the supervisor's socket", e))?;
         Ok::<_, Error>((proxy, zygote, listener))
     };
     let (proxy, zygote, listener) = match set_up.await {
@@ -159,6 +159,7 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
         zygote,
         execs: Mutex::new(HashMap::new()),
         pushes: broadcast::channel(256).0,
+        stops: Default::default(),
         start,
     });
     {
@@ -195,12 +196,13 @@ async fn drained(sup: Arc<Sup>) {
     let _ = ended.wait_for(Option::is_some).await;
     let deadline = tokio::time::Instant::now() + LINGER;
     loop {
-        let busy = sup
-            .execs
-            .lock()
-            .expect("exec table")
-            .values()
-            .any(|e| e.local.log().exit().is_none() || e.local.log().readers() > 0);
+        let busy = sup.stops.load(std::sync::atomic::Ordering::SeqCst) > 0
+            || sup
+                .execs
+                .lock()
+                .expect("exec table")
+                .values()
+                .any(|e| e.local.log().exit().is_none() || e.local.log().readers() > 0);
         if !busy || tokio::time::Instant::now() >= deadline {
             return;
         }
@@ -219,6 +221,8 @@ struct Sup {
     execs: Mutex<HashMap<String, Arc<Exec>>>,
     /// To every `Hello` connection.
     pushes: broadcast::Sender<Push>,
+    /// Stops under way: the supervisor answers them before it goes.
+    stops: std::sync::atomic::AtomicUsize,
 }
 
 struct Exec {
@@ -256,7 +260,12 @@ impl Sup {
         if self.ended.borrow().is_some() {
             return Err(Error::FailedPrecondition("the box is not running".into()));
         }
-        if self.execs.lock().expect("exec table").contains_key(&spec.id) {
+        if self
+            .execs
+            .lock()
+            .expect("exec table")
+            .contains_key(&spec.id)
+        {
             return Err(Error::AlreadyExists(format!("exec {} exists", spec.id)));
         }
         let (process, pid) = self.spawn(&spec).await?;
@@ -300,7 +309,9 @@ impl Sup {
             .values()
             .filter_map(|e| {
                 let info = e.info.lock().expect("exec info");
-                info.exit.as_ref().map(|_| (info.started_at_ms, info.id.clone()))
+                info.exit
+                    .as_ref()
+                    .map(|_| (info.started_at_ms, info.id.clone()))
             })
             .collect();
         if exited.len() <= KEEP_EXITED {
@@ -317,7 +328,8 @@ impl Sup {
     async fn spawn(self: &Arc<Self>, spec: &RunSpec) -> Result<(Process, i32)> {
         use tokio::net::unix::pipe;
         let pipe_pair = || {
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error::io("pipe", e.into()))
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(|e| Error::io("pipe", e.into()))
         };
         let mut argv = vec![spec.command.clone()];
         argv.extend(spec.args.iter().cloned());
@@ -496,8 +508,8 @@ impl Zygote {
         .map_err(|e| Error::io("zygote socket", e.into()))?;
         // SAFETY: the socket is owned by the AsyncFd, and only read and
         // written through it, until it drops.
-        let sock = unsafe { AsyncFd::register(sock) }
-            .map_err(|e| Error::io("zygote socket", e.into()))?;
+        let sock =
+            unsafe { AsyncFd::register(sock) }.map_err(|e| Error::io("zygote socket", e.into()))?;
         let sock = Arc::new(sock);
         let zygote = Zygote {
             sock: sock.clone(),
@@ -623,16 +635,25 @@ async fn connection(sup: Arc<Sup>, stream: UnixStream) {
             Err(e) => error_reply(&e),
         },
         Request::Stop { force } => {
+            sup.stops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let sandbox = sup.sandbox.lock().await.take();
             if let Some(sandbox) = sandbox {
                 sandbox.stop(force).await;
             }
             // Its execs die with it; their exits are recorded first.
-            let execs: Vec<_> = sup.execs.lock().expect("exec table").values().cloned().collect();
+            let execs: Vec<_> = sup
+                .execs
+                .lock()
+                .expect("exec table")
+                .values()
+                .cloned()
+                .collect();
             for e in execs {
                 let _ = tokio::time::timeout(Duration::from_secs(5), e.local.wait()).await;
             }
-            Reply::Done
+            let _ = wire::write(&mut w, &Frame::json(&Reply::Done)).await;
+            sup.stops.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            return;
         }
     };
     let _ = wire::write(&mut w, &Frame::json(&reply)).await;
@@ -749,7 +770,10 @@ async fn stdin(
     mut r: tokio::net::unix::OwnedReadHalf,
     mut w: tokio::net::unix::OwnedWriteHalf,
 ) {
-    if wire::write(&mut w, &Frame::json(&Reply::Done)).await.is_err() {
+    if wire::write(&mut w, &Frame::json(&Reply::Done))
+        .await
+        .is_err()
+    {
         return;
     }
     while let Ok(Some(frame)) = wire::read(&mut r).await {

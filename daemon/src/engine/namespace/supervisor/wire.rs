@@ -119,13 +119,19 @@ pub enum Reply {
         execs: Vec<ExecInfo>,
     },
     /// A subscription follows, from `start`.
-    Subscribed { start: Offsets, stdin_offset: u64 },
+    Subscribed {
+        start: Offsets,
+        stdin_offset: u64,
+    },
     /// Stdin written up to this offset.
     Taken(u64),
     Done,
     /// `code`: the gRPC-ish class (`not_found`, `precondition`, `invalid`,
     /// `engine`), for the daemon's error mapping.
-    Error { code: String, message: String },
+    Error {
+        code: String,
+        message: String,
+    },
 }
 
 impl Reply {
