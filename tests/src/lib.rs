@@ -330,6 +330,48 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        self.stop_daemon();
+        // Boxes outlive their daemon (under their supervisors): a test's
+        // boxes go with its home.
+        stop_supervisors(&self.home.join("boxes"));
+    }
+}
+
+/// Asks every box supervisor under `boxes` to stop its box (as `boxctl
+/// stop --force` would through a daemon), in parallel, and waits.
+pub fn stop_supervisors(boxes: &std::path::Path) {
+    let Ok(dirs) = std::fs::read_dir(boxes) else {
+        return;
+    };
+    let stops: Vec<_> = dirs
+        .flatten()
+        .map(|d| d.path().join("supervisor.sock"))
+        .filter(|s| s.exists())
+        .map(|socket| {
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let Ok(mut s) = std::os::unix::net::UnixStream::connect(&socket) else {
+                    return;
+                };
+                let _ = s.set_read_timeout(Some(Duration::from_secs(15)));
+                // One `J` frame: {"Stop":{"force":true}} (the wire of
+                // daemon/src/engine/namespace/supervisor/wire.rs).
+                let body = br#"{"Stop":{"force":true}}"#;
+                let mut frame = ((body.len() + 1) as u32).to_be_bytes().to_vec();
+                frame.push(b'J');
+                frame.extend_from_slice(body);
+                let _ = s.write_all(&frame);
+                let _ = s.read(&mut [0u8; 64]);
+            })
+        })
+        .collect();
+    for t in stops {
+        let _ = t.join();
+    }
+}
+
+impl Daemon {
+    fn stop_daemon(&mut self) {
         if let Some(mut child) = self.child.take() {
             // SAFETY: kill has no memory-safety preconditions.
             unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };

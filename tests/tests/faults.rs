@@ -106,10 +106,35 @@ fn stderr_of(child: &mut Child) -> String {
     s
 }
 
-const STREAM: &str = "while :; do echo streaming-output-line; done";
+/// One exec's work: 60 bursts of 1,000 numbered lines, 100 ms apart (so
+/// that it streams across a daemon's crash and restart), then `exit CODE`.
+fn bursts(code: usize) -> String {
+    format!(
+        "for i in $(seq 1 60); do seq $((i*1000)) $((i*1000+999)); usleep 100000; done; exit {code}"
+    )
+}
+
+/// What [`bursts`] prints.
+fn bursts_output() -> String {
+    (1..=60u64)
+        .flat_map(|i| i * 1000..=i * 1000 + 999)
+        .map(|n| format!("{n}\n"))
+        .collect()
+}
+
+/// The supervisors of a daemon's boxes (by their sockets in its home).
+fn supervisors(home: &std::path::Path) -> usize {
+    std::fs::read_dir(home.join("boxes"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().join("supervisor.sock").exists())
+                .count()
+        })
+        .unwrap_or(0)
+}
 
 #[tokio::test(flavor = "multi_thread")]
-async fn sigkill_with_fifty_streaming_execs_loses_no_box_and_hangs_no_client() {
+async fn sigkill_under_fifty_streaming_execs_every_exec_completes_byte_exact() {
     let mut d = Daemon::start();
     let mut c = d.client().await;
     let boxes: Vec<String> = (0..5).map(|i| format!("crash-{i}")).collect();
@@ -122,10 +147,13 @@ async fn sigkill_with_fifty_streaming_execs_loses_no_box_and_hangs_no_client() {
         )
         .await;
     }
+    let expected = bursts_output();
+    let out_dir = tempfile::tempdir().unwrap();
 
     // 50 streaming execs through every client: 30 `boxctl exec`, 10
-    // `harness-box-exec`, 10 in one `boxctl jsonl` driver.
-    let mut clients: Vec<(String, Child)> = Vec::new();
+    // `harness-box-exec`, 10 in one `boxctl jsonl` driver; each exits with
+    // a code of its own.
+    let mut clients: Vec<(String, usize, PathBuf, Child)> = Vec::new();
     for i in 0..40 {
         let (what, mut cmd) = if i < 30 {
             let mut cmd = d.boxctl();
@@ -136,25 +164,30 @@ async fn sigkill_with_fifty_streaming_execs_loses_no_box_and_hangs_no_client() {
             cmd.args(["--box", &boxes[i % 5], "--"]);
             ("harness-box-exec", cmd)
         };
+        let out = out_dir.path().join(format!("out-{i}"));
+        let code = 3 + i % 50;
         let child = cmd
-            .args(["sh", "-c", STREAM])
-            .stdout(Stdio::null())
+            .args(["sh", "-c", &bursts(code)])
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        clients.push((format!("{what} #{i}"), child));
+        clients.push((format!("{what} #{i}"), code, out, child));
     }
     let mut jsonl = Jsonl::start(&d.socket);
-    let mut exec_ids = Vec::new();
-    for i in 0..10u64 {
+    let mut jsonl_execs = std::collections::BTreeMap::new();
+    for i in 40..50usize {
+        let code = 3 + i;
         let reply = jsonl.call(
-            100 + i,
+            100 + i as u64,
             "box.exec",
-            serde_json::json!({"name": boxes[i as usize % 5], "command": "sh", "args": ["-c", STREAM]}),
+            serde_json::json!({"name": boxes[i % 5], "command": "sh", "args": ["-c", bursts(code)]}),
         );
-        exec_ids.push(reply["result"]["execId"].as_str().unwrap().to_owned());
+        let id = reply["result"]["execId"].as_str().unwrap().to_owned();
+        jsonl_execs.insert(id, code);
     }
-    let execs = wait_until(Duration::from_secs(30), "50 execs running", || {
+    let running = wait_until(Duration::from_secs(30), "50 execs running", || {
         let n: usize = boxes
             .iter()
             .map(|b| {
@@ -165,72 +198,131 @@ async fn sigkill_with_fifty_streaming_execs_loses_no_box_and_hangs_no_client() {
             .sum();
         n >= 50
     });
-    let boxd = d.pid() as i32;
-    let spaces: Vec<PathBuf> = boxes_of(boxd).into_iter().map(|b| b.2).collect();
-    assert_eq!(spaces.len(), 5);
-    let before = owned_processes(boxd, &spaces);
-    assert!(
-        before.len() >= 100,
-        "50 helpers, 50 commands, 5 boxes: {}",
-        before.len()
-    );
-    println!(
-        "50 execs streaming after {execs:?}; {} box processes",
-        before.len()
-    );
-
+    std::thread::sleep(Duration::from_millis(1500));
+    println!("50 execs streaming after {running:?}; SIGKILL to boxd");
     let killed_at = Instant::now();
     d.kill();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(supervisors(&d.home), 5, "every box outlives its daemon");
+    d.restart();
+    let restarted = killed_at.elapsed();
 
-    // Every client ends with a clear error, none hangs.
-    for (what, child) in &mut clients {
-        let status = wait_child(child, Duration::from_secs(20), what);
+    // Every exec completes, byte-exact, with its own exit code.
+    for (what, code, out, child) in &mut clients {
+        let status = wait_child(child, Duration::from_secs(90), what);
         let err = stderr_of(child);
-        assert_eq!(status.code(), Some(125), "{what}: {status} {err}");
+        assert_eq!(status.code(), Some(*code as i32), "{what}: {status} {err}");
+        let got = std::fs::read_to_string(&*out).unwrap();
         assert!(
-            err.contains("lost the connection to boxd (it stopped or crashed)"),
-            "{what} said: {err}"
+            got == expected,
+            "{what}: {} bytes of {}, not byte-exact; stderr: {err}",
+            got.len(),
+            expected.len()
         );
     }
-    let clients_done = killed_at.elapsed();
-    let mut ended = std::collections::BTreeSet::new();
-    while ended.len() < exec_ids.len() {
+    let mut data: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
+    let mut exits = std::collections::BTreeMap::new();
+    while exits.len() < jsonl_execs.len() {
         let f = jsonl.next_frame();
-        if f["type"] == "exit" {
-            let msg = f["errorMessage"].as_str().unwrap_or_default();
-            assert!(
-                msg.contains("lost the connection to boxd"),
-                "an exec ended by the crash says why: {f}"
-            );
-            ended.insert(f["execId"].as_str().unwrap().to_owned());
+        let Some(id) = f["execId"].as_str() else {
+            continue;
+        };
+        match f["type"].as_str() {
+            Some("stdout") => {
+                let bytes = match (f["data"].as_str(), f["dataBase64"].as_str()) {
+                    (Some(t), _) => t.as_bytes().to_vec(),
+                    (None, Some(b)) => {
+                        use base64::Engine as _;
+                        base64::engine::general_purpose::STANDARD.decode(b).unwrap()
+                    }
+                    _ => Vec::new(),
+                };
+                data.entry(id.to_owned()).or_default().extend(bytes);
+            }
+            Some("exit") => {
+                exits.insert(id.to_owned(), f.clone());
+            }
+            _ => {}
         }
     }
-    println!("every client reported the crash within {clients_done:?} of the SIGKILL");
-
-    // No box process outlives its daemon.
-    let gone = wait_until(
-        Duration::from_secs(10),
-        "box processes outlived boxd",
-        || owned_processes(boxd, &spaces).is_empty(),
-    );
+    for (id, code) in &jsonl_execs {
+        let exit = &exits[id];
+        assert_eq!(exit["code"], *code as u64, "jsonl exec {id}: {exit}");
+        let got = data.get(id).cloned().unwrap_or_default();
+        assert!(
+            got == expected.as_bytes(),
+            "jsonl exec {id}: {} bytes of {}",
+            got.len(),
+            expected.len()
+        );
+    }
     println!(
-        "all {} box processes gone {gone:?} after the SIGKILL",
-        before.len()
+        "boxd restarted {restarted:?} after the SIGKILL; all 50 execs completed byte-exact \
+         ({} bytes each) with their own exit codes, {:?} after the SIGKILL",
+        expected.len(),
+        killed_at.elapsed()
     );
 
-    // The next daemon (stale socket, stale lock) lists every box, files intact.
-    d.restart();
+    // The boxes ran on: files intact, no restart needed.
     let mut c = d.client().await;
-    let listed = list(&mut c).await;
-    assert_eq!(listed.len(), 5, "{listed:?}");
-    for info in &listed {
-        assert_eq!(info.state, v1::BoxState::Stopped as i32, "{info:?}");
+    for info in list(&mut c).await {
+        assert_eq!(info.state, v1::BoxState::Running as i32, "{info:?}");
     }
     for b in &boxes {
-        start(&mut c, b).await;
         let got = sh(&mut c, b, "cat /kept /data/deep/file").await;
         assert_eq!(got, format!("kept-{b}\n{b}\n"));
     }
+}
+
+/// Stdin too: bytes written while the daemon restarts reach the command
+/// once each, in order.
+#[tokio::test(flavor = "multi_thread")]
+async fn stdin_and_stdout_cross_a_daemon_restart_byte_exact() {
+    use std::io::Write;
+    let mut d = Daemon::start();
+    let mut c = d.client().await;
+    up(&mut c, "pipe", busybox_spec()).await;
+    let mut child = d
+        .proxy()
+        .args(["--box", "pipe", "--", "sh", "-c", "cat; exit 5"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut got).unwrap();
+        got
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    let data: Vec<u8> = (0..4u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let (first, rest) = data.split_at(data.len() / 2);
+    stdin.write_all(first).unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let begin = Instant::now();
+    d.restart(); // SIGTERM, then a new daemon
+    println!("boxd stopped and started again in {:?}", begin.elapsed());
+    stdin.write_all(rest).unwrap();
+    drop(stdin);
+    let status = wait_child(&mut child, Duration::from_secs(60), "harness-box-exec");
+    let err = stderr_of(&mut child);
+    let got = reader.join().unwrap();
+    assert_eq!(status.code(), Some(5), "{err}");
+    assert!(
+        got == data,
+        "{} bytes of {} came back; stderr: {err}",
+        got.len(),
+        data.len()
+    );
+    println!(
+        "4 MiB through `cat` across a daemon restart, byte-exact; the proxy said: {}",
+        err.trim()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -423,6 +423,7 @@ fn fork_command(
                 the_box,
                 filters,
                 [sock.as_raw_fd(), sfd.as_fd().as_raw_fd()],
+                err_w.as_raw_fd(),
             );
             let _ = nix::unistd::write(&err_w, &failed.to_ne_bytes());
             // SAFETY: leaving the forked child without running destructors.
@@ -482,6 +483,7 @@ fn child(
     the_box: &Joins,
     filters: &super::confine::Filters,
     close: [RawFd; 2],
+    keep: RawFd,
 ) -> i32 {
     // SAFETY: plain syscalls in the forked child of a single-threaded
     // process.
@@ -530,6 +532,10 @@ fn child(
             return super::confine::STEP_CHDIR;
         }
         libc::umask(0o022);
+        // Nothing but stdio reaches the command (the error pipe, kept to
+        // report a failed exec, closes on exec).
+        super::helper::close_range(3, (keep - 1) as u32);
+        super::helper::close_range((keep + 1) as u32, u32::MAX);
     }
     // The zygote holds every capability of the box's user namespace: keep
     // only box root's few before the command runs.

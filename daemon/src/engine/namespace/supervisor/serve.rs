@@ -174,6 +174,9 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
     }
     let drained = drained(sup.clone());
     tokio::pin!(drained);
+    let socket = sup.start.dir.join(wire::SOCKET);
+    let inode = std::fs::metadata(&socket).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
     loop {
         tokio::select! {
             conn = listener.accept() => {
@@ -182,6 +185,19 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
                 }
             }
             _ = &mut drained => break,
+            _ = tick.tick() => {
+                // The box's state is gone (removed by hand, or another
+                // supervisor took its place): nothing can reach this box
+                // any more, so it stops.
+                let now = std::fs::metadata(&socket).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+                if now.ok() != inode.as_ref().ok().copied() {
+                    tracing::warn!(box_name = %sup.start.box_name, "the box's socket is gone; stopping it");
+                    if let Some(sandbox) = sup.sandbox.lock().await.take() {
+                        sandbox.stop(true).await;
+                    }
+                    return 0;
+                }
+            }
         }
     }
     drop(proxy);
