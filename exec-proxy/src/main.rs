@@ -236,7 +236,10 @@ async fn run(args: Args) -> Result<u8, ProxyError> {
             ..Default::default()
         },
     )
-    .await?;
+    .await?
+    // A restart of boxd does not end the command: the stream reattaches,
+    // saying so on stderr (stdout stays the command's alone).
+    .reconnecting(&paths.socket);
     tracing::debug!(
         "command started after {:?} (launch {} ms)",
         begin.elapsed(),
@@ -247,6 +250,7 @@ async fn run(args: Args) -> Result<u8, ProxyError> {
         stdio::Attach {
             stdin: true,
             tty: false,
+            signals: true,
         },
     )
     .await?;
