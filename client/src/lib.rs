@@ -23,7 +23,7 @@ pub mod trust;
 pub use boxd_proto::{bytes, tonic, v1};
 pub use exec::{
     ACK_EVERY, ExecEvent, ExecInput, ExecStream, OutputOffsets, OutputStream, RECONNECT_WITHIN,
-    Reconnect, STDIN_KEPT,
+    Reconnect, STDIN_KEPT, STDIN_WINDOW,
 };
 pub use paths::{Paths, PathsError};
 

@@ -68,8 +68,8 @@ pub async fn attach(exec: ExecStream, how: Attach) -> Result<v1::ExecExit, Statu
 /// The one line that tells a user of a reconnection.
 pub fn reconnect_line(r: &Reconnect) -> String {
     match r {
-        Reconnect::Lost { exec_id, error } => {
-            format!("boxd went away ({error}); reattaching to exec {exec_id}…")
+        Reconnect::Lost { exec_id, .. } => {
+            format!("boxd went away; reattaching to exec {exec_id}…")
         }
         Reconnect::Reattached {
             exec_id,
@@ -243,7 +243,7 @@ mod tests {
         };
         assert_eq!(
             reconnect_line(&lost),
-            "boxd went away (lost the connection to boxd); reattaching to exec x1…"
+            "boxd went away; reattaching to exec x1…"
         );
         let back = Reconnect::Reattached {
             exec_id: "x1".into(),

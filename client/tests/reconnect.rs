@@ -104,7 +104,8 @@ enum Role {
     First { end_after_prefix: bool },
     /// Knows the exec: keeps its output from `kept_from`, and the command
     /// was given `stdin_given` bytes of stdin; ends with exit code 3
-    /// (with `wait_eof`, once its stdin is closed, as `cat` would).
+    /// (with `wait_eof`, once its stdin is closed, as `cat` would, and an
+    /// acknowledgement came).
     Second {
         kept_from: OutputOffsets,
         stdin_given: u64,
@@ -160,8 +161,17 @@ impl boxd_server::Boxd for Fake {
             .and_then(|r| r.msg)
             .ok_or_else(|| Status::invalid_argument("no first request"))?;
         let (tx, rx) = mpsc::channel(4);
+        // Daemon 1 gives the command the first 3 bytes of stdin, and says so.
+        let progress = matches!(
+            self.role,
+            Role::First {
+                end_after_prefix: false
+            }
+        )
+        .then(|| tx.clone());
         let script = self.script.clone();
         let (eof_tx, eof) = tokio::sync::oneshot::channel::<()>();
+        let (acked_tx, acked) = tokio::sync::oneshot::channel::<()>();
         match (first, self.role) {
             (Msg::Start(s), Role::First { end_after_prefix }) => {
                 self.seen.lock().unwrap().starts.push(s);
@@ -209,7 +219,7 @@ impl boxd_server::Boxd for Fake {
                             return;
                         }
                     }
-                    if wait_eof && eof.await.is_err() {
+                    if wait_eof && (eof.await.is_err() || acked.await.is_err()) {
                         return;
                     }
                     let exit = v1::ExecExit {
@@ -232,13 +242,23 @@ impl boxd_server::Boxd for Fake {
         let (seen, id) = (self.seen.clone(), self.id);
         tokio::spawn(async move {
             let mut eof_tx = Some(eof_tx);
+            let mut acked_tx = Some(acked_tx);
+            let mut stdin = 0;
             while let Ok(Some(v1::ExecRequest { msg: Some(m) })) = inbound.message().await {
-                if m == Msg::CloseStdin(true)
-                    && let Some(eof) = eof_tx.take()
-                {
-                    let _ = eof.send(());
+                if let (Some(p), Msg::Stdin(b)) = (&progress, &m) {
+                    stdin += b.len() as u64;
+                    let given = Event::StdinOffset(stdin.min(3));
+                    let _ = p.send(Ok(v1::ExecResponse { event: Some(given) })).await;
                 }
+                let fire = match m {
+                    Msg::CloseStdin(true) => eof_tx.take(),
+                    Msg::Ack(_) => acked_tx.take(),
+                    _ => None,
+                };
                 seen.lock().unwrap().requests.push((id, m));
+                if let Some(f) = fire {
+                    let _ = f.send(());
+                }
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -760,4 +780,40 @@ async fn without_reconnecting_a_lost_daemon_is_an_error() {
     drop(exec);
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(input.signal("SIGINT").await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_that_does_not_come_back_ends_the_reconnection_in_time() {
+    let t = Setup::new();
+    let first = t.serve(
+        1,
+        Role::First {
+            end_after_prefix: false,
+        },
+    );
+    let (exec, _, _notices) = t.start().await;
+    let mut exec = exec.reconnect_within(Duration::from_secs(1));
+    first.kill();
+    let began = std::time::Instant::now();
+    let e = tokio::time::timeout(Duration::from_secs(10), exec.next())
+        .await
+        .unwrap()
+        .unwrap_err();
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+    assert!(
+        e.message()
+            .starts_with("lost the connection to boxd (it stopped or crashed)"),
+        "{e:?}"
+    );
+    assert!(
+        e.message().contains(&format!(
+            "could not reattach to exec {EXEC_ID} within 1s: boxd is not running"
+        )),
+        "{e:?}"
+    );
 }

@@ -4,7 +4,8 @@
 //! daemon which output its caller has taken ([`acks`]), and with
 //! [`ExecStream::reconnecting`] it survives losing the daemon: it dials the
 //! socket again, attaches by id from the offsets its caller has, and the
-//! uplink ([`uplink`]) gives the command the stdin it missed.
+//! uplink ([`uplink`]) gives the command the stdin it missed. [`call`]
+//! opens one `Exec` call; [`reconnect`] finds the daemon again.
 //!
 //! Invariants:
 //! - the caller gets each byte of each stream at most once, in order;
@@ -16,33 +17,24 @@
 //!   daemon that answers does not know the exec.
 
 mod acks;
+mod call;
+mod reconnect;
 mod uplink;
 
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use boxd_proto::bytes::Bytes;
-use boxd_proto::tonic::{Code, Status, Streaming};
+use boxd_proto::tonic::Status;
 use boxd_proto::v1::{self, exec_request::Msg, exec_response::Event};
-use tokio::sync::{mpsc, oneshot, watch};
-use tokio_stream::Stream;
-use tokio_stream::wrappers::{ReceiverStream, WatchStream};
 
 pub use acks::{ACK_EVERY, OutputOffsets, OutputStream};
-pub use uplink::{ExecInput, STDIN_KEPT};
+pub use reconnect::{RECONNECT_WITHIN, Reconnect};
+pub use uplink::{ExecInput, STDIN_KEPT, STDIN_WINDOW};
 
-use crate::{Client, ConnectError};
-
-/// How long a reconnecting stream tries to reach the daemon again.
-pub const RECONNECT_WITHIN: Duration = Duration::from_secs(30);
-/// The first pause between attempts; it doubles up to [`BACKOFF_MAX`].
-const BACKOFF_FIRST: Duration = Duration::from_millis(50);
-const BACKOFF_MAX: Duration = Duration::from_millis(500);
-/// Requests waiting for one call's request stream.
-const CALL_QUEUE: usize = 16;
+use crate::Client;
+use call::{Link, call, is_transport, poll_once};
 
 /// What an exec sends back, after `started`.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,30 +43,6 @@ pub enum ExecEvent {
     Stderr(Bytes),
     /// Always the last event.
     Exit(v1::ExecExit),
-}
-
-/// What a reconnecting stream went through, for its owner to tell the
-/// user (see [`ExecStream::on_reconnect`]).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Reconnect {
-    /// The connection to boxd failed; reattaching.
-    Lost { exec_id: String, error: String },
-    /// Reattached: output continues where the caller is, stdin from where
-    /// the command had it (`stdin_resent` bytes sent again).
-    Reattached {
-        exec_id: String,
-        after: Duration,
-        attempts: u32,
-        stdin_resent: u64,
-    },
-    /// Output lost: the daemon that came back no longer keeps `from..to`
-    /// of `stream`; the next bytes of that stream are from `to` on.
-    Gap {
-        exec_id: String,
-        stream: OutputStream,
-        from: u64,
-        to: u64,
-    },
 }
 
 type Hook = Arc<dyn Fn(&Reconnect) + Send + Sync>;
@@ -91,18 +59,11 @@ pub struct ExecStream {
     uplink: uplink::Handle,
     /// Set by [`ExecStream::reconnecting`].
     socket: Option<PathBuf>,
+    /// How long to try; [`RECONNECT_WITHIN`] unless set.
+    within: Duration,
     hook: Option<Hook>,
     /// The exit was returned.
     exited: bool,
-}
-
-/// The response side of the current call, and where its acknowledgements
-/// go.
-struct Link {
-    responses: Streaming<v1::ExecResponse>,
-    acks: watch::Sender<Option<v1::ExecAck>>,
-    /// Fires when the uplink finds the call's request side ended.
-    broken: Option<oneshot::Receiver<()>>,
 }
 
 impl ExecStream {
@@ -157,8 +118,9 @@ impl ExecStream {
                 stdout: started.stdout_offset,
                 stderr: started.stderr_offset,
             }),
-            uplink: uplink::Handle::spawn(call),
+            uplink: uplink::Handle::spawn(call, started.stdin_offset, resumable),
             socket: None,
+            within: RECONNECT_WITHIN,
             hook: None,
             exited: false,
         })
@@ -170,6 +132,13 @@ impl ExecStream {
     /// [`RECONNECT_WITHIN`] and attach from where the caller is.
     pub fn reconnecting(mut self, socket: impl Into<PathBuf>) -> ExecStream {
         self.socket = Some(socket.into());
+        self
+    }
+
+    /// How long a reconnection tries before it gives up
+    /// ([`RECONNECT_WITHIN`] unless set).
+    pub fn reconnect_within(mut self, within: Duration) -> ExecStream {
+        self.within = within;
         self
     }
 
@@ -201,7 +170,8 @@ impl ExecStream {
 
     /// The next event; `None` after the exit. A daemon that goes away
     /// without an exit is an error, unless the stream is reconnecting and
-    /// reattaches.
+    /// reattaches. Cancel-safe: dropping it mid-way loses no event (a
+    /// reattach under way starts over at the next call).
     pub async fn next(&mut self) -> Result<Option<ExecEvent>, Status> {
         if self.exited {
             return self.after_exit().await;
@@ -233,7 +203,11 @@ impl ExecStream {
                         self.exited = true;
                         return Ok(Some(ExecEvent::Exit(e)));
                     }
-                    Some(Event::StdinOffset(_)) => continue,
+                    Some(Event::StdinOffset(n)) => {
+                        // How far the command read: opens the stdin window.
+                        self.uplink.given(n);
+                        continue;
+                    }
                     Some(Event::Started(_)) | None => {
                         return Err(Status::internal("unexpected message on the exec stream"));
                     }
@@ -303,209 +277,9 @@ impl ExecStream {
             Ok(None) | Err(_) => Ok(None),
         }
     }
-
-    fn tell(&self, what: Reconnect) {
-        if let Some(hook) = &self.hook {
-            hook(&what);
-        }
-    }
-
-    /// The call failed with `error`: reattach if reconnecting, else return
-    /// the error.
-    async fn reattach(&mut self, error: Status) -> Result<(), Status> {
-        let Some(socket) = self.socket.clone() else {
-            return Err(error);
-        };
-        self.uplink.unlink();
-        self.tell(Reconnect::Lost {
-            exec_id: self.exec_id.clone(),
-            error: error.message().to_owned(),
-        });
-        let began = Instant::now();
-        let deadline = began + RECONNECT_WITHIN;
-        let mut pause = BACKOFF_FIRST;
-        let mut last;
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, self.try_reattach(&socket)).await {
-                Ok(Ok(stdin_resent)) => {
-                    self.tell(Reconnect::Reattached {
-                        exec_id: self.exec_id.clone(),
-                        after: began.elapsed(),
-                        attempts,
-                        stdin_resent,
-                    });
-                    return Ok(());
-                }
-                Ok(Err(Attempt::Fatal(s))) => return Err(s),
-                Ok(Err(Attempt::Retry(why))) => last = why,
-                Err(_) => last = "boxd did not answer".to_owned(),
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(Status::unavailable(format!(
-                    "lost boxd and could not reattach to exec {} within {} s: {last}",
-                    self.exec_id,
-                    RECONNECT_WITHIN.as_secs()
-                )));
-            }
-            tokio::time::sleep(pause.min(left)).await;
-            pause = (pause * 2).min(BACKOFF_MAX);
-        }
-    }
-
-    /// One attempt: connect, attach from our offsets, hand the uplink the
-    /// new call. Returns how many stdin bytes are resent.
-    async fn try_reattach(&mut self, socket: &std::path::Path) -> Result<u64, Attempt> {
-        let mut client = match crate::connect(socket).await {
-            Ok(c) => c,
-            Err(e @ ConnectError::Untrusted { .. }) => {
-                return Err(Attempt::Fatal(Status::permission_denied(e.to_string())));
-            }
-            Err(e @ ConnectError::Protocol { .. }) => {
-                return Err(Attempt::Fatal(Status::failed_precondition(e.to_string())));
-            }
-            Err(e) => return Err(Attempt::Retry(e.to_string())),
-        };
-        let at = self.position.at();
-        let attach = v1::ExecAttach {
-            exec_id: self.exec_id.clone(),
-            stdout_offset: at.stdout,
-            stderr_offset: at.stderr,
-            resumable: self.resumable,
-        };
-        let (link, call, started) = match call(&mut client, Msg::Attach(attach)).await {
-            Ok(ok) => ok,
-            Err(s) if s.code() == Code::NotFound => {
-                return Err(Attempt::Fatal(Status::not_found(format!(
-                    "exec {} is gone: the daemon that came back does not know it",
-                    self.exec_id
-                ))));
-            }
-            Err(s) if is_transport(&s) || s.code() == Code::Unavailable => {
-                return Err(Attempt::Retry(s.message().to_owned()));
-            }
-            Err(s) => return Err(Attempt::Fatal(s)),
-        };
-        if started.exec_id != self.exec_id {
-            return Err(Attempt::Fatal(Status::internal(format!(
-                "asked to attach to exec {}, boxd attached to {}",
-                self.exec_id, started.exec_id
-            ))));
-        }
-        let resent = self
-            .uplink
-            .relink(call, started.stdin_offset)
-            .await
-            .map_err(Attempt::Fatal)?;
-        let gaps = self.position.resume(OutputOffsets {
-            stdout: started.stdout_offset,
-            stderr: started.stderr_offset,
-        });
-        self.link = link;
-        for g in gaps {
-            self.tell(Reconnect::Gap {
-                exec_id: self.exec_id.clone(),
-                stream: g.stream,
-                from: g.from,
-                to: g.to,
-            });
-        }
-        Ok(resent)
-    }
 }
 
 enum Item {
     Response(Option<Result<v1::ExecResponse, Status>>),
     RequestSideEnded,
-}
-
-enum Attempt {
-    Retry(String),
-    Fatal(Status),
-}
-
-/// A status made here from a broken connection carries its transport error
-/// as a source; statuses from boxd never do.
-fn is_transport(s: &Status) -> bool {
-    std::error::Error::source(s).is_some()
-}
-
-/// The next response if one is ready, without waiting.
-async fn poll_once(
-    responses: &mut Streaming<v1::ExecResponse>,
-) -> Option<Option<Result<v1::ExecResponse, Status>>> {
-    std::future::poll_fn(|cx| match Pin::new(&mut *responses).poll_next(cx) {
-        Poll::Ready(item) => Poll::Ready(Some(item)),
-        Poll::Pending => Poll::Ready(None),
-    })
-    .await
-}
-
-/// Opens one `Exec` call with `first` and waits for `started`.
-async fn call(
-    client: &mut Client,
-    first: Msg,
-) -> Result<(Link, uplink::Call, v1::ExecStarted), Status> {
-    let (tx, rx) = mpsc::channel(CALL_QUEUE);
-    let (acks, acks_rx) = watch::channel(None);
-    let (broken, broken_rx) = oneshot::channel();
-    let body = Body {
-        first: Some(v1::ExecRequest { msg: Some(first) }),
-        acks: Some(WatchStream::from_changes(acks_rx)),
-        rest: ReceiverStream::new(rx),
-    };
-    let mut responses = client.exec(body).await?.into_inner();
-    match responses.message().await? {
-        Some(v1::ExecResponse {
-            event: Some(Event::Started(started)),
-        }) => Ok((
-            Link {
-                responses,
-                acks,
-                broken: Some(broken_rx),
-            },
-            uplink::Call { tx, broken },
-            started,
-        )),
-        Some(other) => Err(Status::internal(format!(
-            "expected `started`, daemon sent {other:?}"
-        ))),
-        None => Err(Status::unavailable(
-            "boxd closed the exec stream before it started",
-        )),
-    }
-}
-
-/// One call's request stream: the first request, then acknowledgements
-/// (the latest, ahead of anything else) and whatever the uplink sends.
-/// It ends when the uplink lets go of the call.
-struct Body {
-    first: Option<v1::ExecRequest>,
-    acks: Option<WatchStream<Option<v1::ExecAck>>>,
-    rest: ReceiverStream<v1::ExecRequest>,
-}
-
-impl Stream for Body {
-    type Item = v1::ExecRequest;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if let Some(first) = self.first.take() {
-            return Poll::Ready(Some(first));
-        }
-        if let Some(acks) = self.acks.as_mut() {
-            match Pin::new(acks).poll_next(cx) {
-                Poll::Ready(Some(Some(ack))) => {
-                    return Poll::Ready(Some(v1::ExecRequest {
-                        msg: Some(Msg::Ack(ack)),
-                    }));
-                }
-                Poll::Ready(None) => self.acks = None,
-                Poll::Ready(Some(None)) | Poll::Pending => {}
-            }
-        }
-        Pin::new(&mut self.rest).poll_next(cx)
-    }
 }

@@ -3,40 +3,55 @@
 //! `Exec` call is current, keeping the stdin it sent so that a reattached
 //! call can be given again what the command did not get.
 //!
+//! Stdin is numbered as the daemon numbers it: from the stdin offset the
+//! call began at (`ExecStarted.stdin_offset`), in bytes.
+//!
 //! Invariants:
 //! - while a call is open, input goes out in the order it was sent, one
 //!   message at a time (the uplink takes the next once the last is in the
-//!   call's queue, so the command's pace holds senders back);
+//!   call's queue, so the command's pace holds senders back); signals and
+//!   resizes alone may overtake stdin held back by the window;
+//! - on a resumable call at most [`STDIN_WINDOW`] bytes of stdin are in
+//!   flight beyond what the daemon says the command was given
+//!   (`ExecResponse.stdin_offset`), so the daemon never waits to queue
+//!   stdin and what follows it on the call (acknowledgements) gets through;
 //! - after a reattach the call first gets stdin from the offset the daemon
 //!   names, then the EOF if one was sent, then the signals and resizes
 //!   sent meanwhile, then new input;
 //! - stdin is never dropped silently: the last [`STDIN_KEPT`] bytes sent
 //!   are kept, and a reattach that needs older ones fails with
-//!   [`ResendError::TooOld`];
-//! - with no call open, input is taken only within bounds
-//!   ([`AWAY_STDIN`], [`AWAY_CONTROLS`]); beyond them senders wait.
+//!   [`ResendError`];
+//! - input is taken from senders only within bounds ([`AWAY_STDIN`],
+//!   [`AWAY_CONTROLS`]) while it cannot go out; beyond them senders wait.
 
 use std::collections::VecDeque;
 
 use boxd_proto::bytes::Bytes;
 use boxd_proto::tonic::Status;
 use boxd_proto::v1::{self, exec_request::Msg};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// Stdin bytes kept after they were sent, for a reattached call.
 pub const STDIN_KEPT: u64 = 4 << 20;
-/// Stdin bytes taken from senders while no call is open.
+/// Stdin bytes a resumable call has in flight beyond what the daemon says
+/// the command was given (the daemon queues no more for it).
+pub const STDIN_WINDOW: u64 = 1 << 20;
+/// Stdin bytes taken from senders that cannot go out yet.
 const AWAY_STDIN: u64 = 1 << 20;
-/// Signals and resizes taken while no call is open.
+/// Signals and resizes taken that cannot go out yet.
 const AWAY_CONTROLS: usize = 64;
-/// Input messages between the senders and the uplink.
+/// Input messages between the senders and the uplink, per channel.
 const INPUT_QUEUE: usize = 16;
 
 /// The sending half of an exec; cheap to clone. It stays valid across
 /// reconnections; its calls fail once the [`super::ExecStream`] is dropped.
+/// Stdin and its EOF travel on one channel, in order; signals and resizes
+/// on another, so that they are never stuck behind stdin the command does
+/// not read.
 #[derive(Clone, Debug)]
 pub struct ExecInput {
-    tx: mpsc::Sender<Input>,
+    data: mpsc::Sender<Input>,
+    controls: mpsc::Sender<Input>,
 }
 
 #[derive(Debug)]
@@ -49,8 +64,11 @@ enum Input {
 
 impl ExecInput {
     async fn send(&self, input: Input) -> Result<(), Status> {
-        self.tx
-            .send(input)
+        let tx = match input {
+            Input::Stdin(_) | Input::Close => &self.data,
+            Input::Signal(_) | Input::Resize(_) => &self.controls,
+        };
+        tx.send(input)
             .await
             .map_err(|_| Status::cancelled("the exec stream has ended"))
     }
@@ -79,16 +97,15 @@ impl ExecInput {
     }
 }
 
-/// A reattach needs stdin this client no longer has (or never sent).
+/// A reattach needs stdin this client no longer has.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ResendError {
-    #[error(
-        "the command was given {at} bytes of stdin before boxd went away, and only bytes from {kept} on are still kept here: {} bytes of stdin are lost",
-        kept - at
-    )]
-    TooOld { at: u64, kept: u64 },
-    #[error("boxd says the command was given {at} bytes of stdin, but only {end} were sent")]
-    Ahead { at: u64, end: u64 },
+#[error(
+    "the command was given {at} bytes of stdin before boxd went away, and only bytes from {kept} on are still kept here: {} bytes of stdin are lost",
+    kept - at
+)]
+pub struct ResendError {
+    pub at: u64,
+    pub kept: u64,
 }
 
 /// Stdin as a stream of numbered bytes: those sent to the current call
@@ -106,14 +123,20 @@ pub struct StdinLog {
 }
 
 impl StdinLog {
-    pub fn new(keep: u64) -> StdinLog {
+    /// An empty log whose first byte will be byte `at` of the stdin stream.
+    pub fn new(keep: u64, at: u64) -> StdinLog {
         StdinLog {
             chunks: VecDeque::new(),
-            start: 0,
-            sent: 0,
-            end: 0,
+            start: at,
+            sent: at,
+            end: at,
             keep,
         }
+    }
+
+    /// The offset of the next byte to send to the current call.
+    pub fn sent(&self) -> u64 {
+        self.sent
     }
 
     /// Appends bytes to send.
@@ -165,16 +188,23 @@ impl StdinLog {
     }
 
     /// A new call, whose command was given `at` bytes: send from there
-    /// again. Returns how many bytes that resends.
+    /// again. Returns how many bytes that resends. A daemon ahead of what
+    /// was sent here had stdin from elsewhere too (`SendInput`, another
+    /// client): nothing is resent, and this log's numbering moves up to
+    /// the daemon's.
     pub fn rewind(&mut self, at: u64) -> Result<u64, ResendError> {
         if at < self.start {
-            return Err(ResendError::TooOld {
+            return Err(ResendError {
                 at,
                 kept: self.start,
             });
         }
         if at > self.sent {
-            return Err(ResendError::Ahead { at, end: self.sent });
+            let shift = at - self.sent;
+            self.start += shift;
+            self.sent += shift;
+            self.end += shift;
+            return Ok(0);
         }
         let resent = self.sent - at;
         self.sent = at;
@@ -208,28 +238,44 @@ pub enum Ctrl {
 pub struct Handle {
     pub input: ExecInput,
     ctrl: mpsc::Sender<Ctrl>,
+    /// Stdin bytes the daemon says the command was given.
+    given: watch::Sender<u64>,
 }
 
 impl Handle {
-    /// Starts the uplink on the first call. It ends when the handle is
-    /// dropped.
-    pub fn spawn(call: Call) -> Handle {
-        let (tx, rx) = mpsc::channel(INPUT_QUEUE);
+    /// Starts the uplink on the first call, which began at `stdin_offset`;
+    /// with `window`, stdin in flight is bounded by [`STDIN_WINDOW`] (the
+    /// daemon reports what the command was given only to resumable calls).
+    /// It ends when the handle is dropped.
+    pub fn spawn(call: Call, stdin_offset: u64, window: bool) -> Handle {
+        let (data, data_rx) = mpsc::channel(INPUT_QUEUE);
+        let (controls, controls_rx) = mpsc::channel(INPUT_QUEUE);
         let (ctrl, ctrl_rx) = mpsc::channel(4);
+        let (given, given_rx) = watch::channel(stdin_offset);
         let uplink = Uplink {
-            inputs: rx,
-            inputs_open: true,
+            data: data_rx,
+            data_open: true,
+            control_inputs: controls_rx,
+            control_inputs_open: true,
             ctrl: ctrl_rx,
+            given: given_rx,
+            window: window.then_some(stdin_offset),
             call: Some(call),
-            log: StdinLog::new(STDIN_KEPT),
+            log: StdinLog::new(STDIN_KEPT, stdin_offset),
             close: Close::default(),
             controls: VecDeque::new(),
         };
         tokio::spawn(uplink.run());
         Handle {
-            input: ExecInput { tx },
+            input: ExecInput { data, controls },
             ctrl,
+            given,
         }
+    }
+
+    /// The daemon says the command has been given `stdin_offset` bytes.
+    pub fn given(&self, stdin_offset: u64) {
+        self.given.send_replace(stdin_offset);
     }
 
     /// Stops writing to the current call (it failed).
@@ -239,6 +285,8 @@ impl Handle {
 
     /// Hands the uplink a new call; returns how many stdin bytes it resends.
     pub async fn relink(&self, call: Call, stdin_offset: u64) -> Result<u64, Status> {
+        // What the old call said no longer counts.
+        self.given(stdin_offset);
         let (reply, answer) = oneshot::channel();
         let relink = Relink {
             call,
@@ -267,9 +315,15 @@ struct Close {
 }
 
 struct Uplink {
-    inputs: mpsc::Receiver<Input>,
-    inputs_open: bool,
+    data: mpsc::Receiver<Input>,
+    data_open: bool,
+    control_inputs: mpsc::Receiver<Input>,
+    control_inputs_open: bool,
     ctrl: mpsc::Receiver<Ctrl>,
+    given: watch::Receiver<u64>,
+    /// With a window: the stdin offset the command was given, as last
+    /// reported.
+    window: Option<u64>,
     call: Option<Call>,
     log: StdinLog,
     close: Close,
@@ -281,7 +335,7 @@ impl Uplink {
     async fn run(mut self) {
         loop {
             let out = self.call.as_ref().and_then(|_| self.next_out());
-            let room = self.room(out.is_some());
+            let idle = out.is_none();
             let tx = self.call.as_ref().map(|c| c.tx.clone());
             tokio::select! {
                 biased;
@@ -290,6 +344,12 @@ impl Uplink {
                     Some(Ctrl::Unlink) => self.unlink(),
                     Some(Ctrl::Relink(r)) => self.relink(r),
                 },
+                Ok(()) = self.given.changed() => {
+                    let given = *self.given.borrow_and_update();
+                    if let Some(w) = self.window.as_mut() {
+                        *w = given;
+                    }
+                }
                 permit = reserve(tx.as_ref()), if out.is_some() => match (permit, out) {
                     (Ok(permit), Some(msg)) => {
                         self.sent(&msg);
@@ -298,21 +358,40 @@ impl Uplink {
                     _ => self.broke(),
                 },
                 () = closed(tx.as_ref()), if tx.is_some() => self.broke(),
-                input = self.inputs.recv(), if self.inputs_open && room => match input {
-                    None => self.inputs_open = false,
-                    Some(input) => self.take(input),
-                },
+                input = self.data.recv(), if self.data_open && idle && self.data_room() => {
+                    match input {
+                        None => self.data_open = false,
+                        Some(input) => self.take(input),
+                    }
+                }
+                input = self.control_inputs.recv(),
+                    if self.control_inputs_open && idle && self.control_room() =>
+                {
+                    match input {
+                        None => self.control_inputs_open = false,
+                        Some(input) => self.take(input),
+                    }
+                }
             }
         }
     }
 
-    /// What the current call is to be sent next: stdin first (a resend
-    /// after a reattach), then the EOF, then signals and resizes.
+    /// Whether stdin may go out now: no window, or less than
+    /// [`STDIN_WINDOW`] in flight beyond what the command was given.
+    fn window_open(&self) -> bool {
+        self.window
+            .is_none_or(|given| self.log.sent().saturating_sub(given) < STDIN_WINDOW)
+    }
+
+    /// What the current call may be sent now: stdin first (a resend after
+    /// a reattach), then the EOF, then signals and resizes (which alone
+    /// overtake stdin the window holds back).
     fn next_out(&self) -> Option<Msg> {
-        if let Some(data) = self.log.next_unsent() {
-            return Some(Msg::Stdin(data));
-        }
-        if self.close.requested && !self.close.sent {
+        if self.log.unsent() > 0 {
+            if self.window_open() {
+                return self.log.next_unsent().map(Msg::Stdin);
+            }
+        } else if self.close.requested && !self.close.sent {
             return Some(Msg::CloseStdin(true));
         }
         self.controls.front().cloned()
@@ -328,14 +407,14 @@ impl Uplink {
         }
     }
 
-    /// Whether to take more input now: with a call open, only once the
-    /// last is sent (order, backpressure); without, within bounds.
-    fn room(&self, pending: bool) -> bool {
-        if self.call.is_some() {
-            !pending
-        } else {
-            self.log.unsent() < AWAY_STDIN && self.controls.len() < AWAY_CONTROLS
-        }
+    /// Whether to take more stdin while nothing can go out now (no call,
+    /// or stdin held back by the window): within bounds.
+    fn data_room(&self) -> bool {
+        self.log.unsent() < AWAY_STDIN
+    }
+
+    fn control_room(&self) -> bool {
+        self.controls.len() < AWAY_CONTROLS
     }
 
     fn take(&mut self, input: Input) {
@@ -369,6 +448,10 @@ impl Uplink {
             Ok(resent) => {
                 self.call = Some(r.call);
                 self.close.sent = false;
+                self.given.borrow_and_update();
+                if let Some(w) = self.window.as_mut() {
+                    *w = r.stdin_offset;
+                }
                 let _ = r.reply.send(Ok(resent));
             }
             Err(e) => {
@@ -415,7 +498,7 @@ mod tests {
 
     #[test]
     fn resends_from_an_offset_inside_a_chunk() {
-        let mut log = StdinLog::new(STDIN_KEPT);
+        let mut log = StdinLog::new(STDIN_KEPT, 0);
         log.push(b("hello "));
         log.push(b("world"));
         assert_eq!(sent_all(&mut log), b"hello world");
@@ -429,8 +512,27 @@ mod tests {
     }
 
     #[test]
+    fn numbers_stdin_from_where_the_call_began() {
+        // Attached to an exec whose command had 100 bytes already.
+        let mut log = StdinLog::new(STDIN_KEPT, 100);
+        log.push(b("ab"));
+        assert_eq!(sent_all(&mut log), b"ab");
+        assert_eq!(log.sent(), 102);
+        assert_eq!(log.rewind(101), Ok(1));
+        assert_eq!(sent_all(&mut log), b"b");
+        assert_eq!(log.rewind(99), Err(ResendError { at: 99, kept: 100 }));
+        // A daemon that had stdin from elsewhere too: nothing to resend,
+        // and what follows is numbered from its offset.
+        assert_eq!(log.rewind(110), Ok(0));
+        log.push(b("c"));
+        assert_eq!(sent_all(&mut log), b"c");
+        assert_eq!(log.sent(), 111);
+        assert_eq!(log.rewind(110), Ok(1));
+    }
+
+    #[test]
     fn keeps_the_last_bytes_sent_and_refuses_older_offsets() {
-        let mut log = StdinLog::new(10);
+        let mut log = StdinLog::new(10, 0);
         for s in ["abcd", "efgh", "ijkl", "mnop"] {
             log.push(b(s));
         }
@@ -440,15 +542,14 @@ mod tests {
         sent_all(&mut log);
         // 16 sent, 10 kept: 6.. (inside the second chunk).
         assert_eq!(log.start, 6);
-        assert_eq!(log.rewind(5), Err(ResendError::TooOld { at: 5, kept: 6 }));
+        assert_eq!(log.rewind(5), Err(ResendError { at: 5, kept: 6 }));
         assert!(
-            ResendError::TooOld { at: 5, kept: 6 }
+            ResendError { at: 5, kept: 6 }
                 .to_string()
                 .contains("1 bytes of stdin are lost")
         );
         assert_eq!(log.rewind(6), Ok(10));
         assert_eq!(sent_all(&mut log), b"ghijklmnop");
-        assert_eq!(log.rewind(17), Err(ResendError::Ahead { at: 17, end: 16 }));
     }
 
     /// A fake call: what the uplink writes to it.
@@ -470,7 +571,7 @@ mod tests {
     #[tokio::test]
     async fn input_held_while_away_follows_the_resent_stdin() {
         let (first, mut rx1, broken1) = call();
-        let h = Handle::spawn(first);
+        let h = Handle::spawn(first, 0, false);
         let input = h.input.clone();
         input.stdin(b"hello ".to_vec()).await.unwrap();
         input.signal("SIGINT").await.unwrap();
@@ -512,10 +613,6 @@ mod tests {
         // Then new input, in order.
         input.signal("SIGUSR1").await.unwrap();
         assert!(matches!(recv(&mut rx2).await, Msg::Signal(_)));
-        // A third call that needs stdin never sent is refused.
-        let (third, _rx3, _broken3) = call();
-        let e = h.relink(third, 12).await.unwrap_err();
-        assert!(e.message().contains("only 11 were sent"), "{e:?}");
         // Once the stream is gone, input fails.
         drop(h);
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -523,15 +620,44 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn stdin_in_flight_stays_within_the_window_and_signals_overtake_it() {
+        let (first, mut rx, _broken) = call();
+        let h = Handle::spawn(first, 0, true);
+        let half = (STDIN_WINDOW / 2) as usize;
+        for _ in 0..3 {
+            h.input.stdin(vec![b'x'; half]).await.unwrap();
+        }
+        assert!(matches!(recv(&mut rx).await, Msg::Stdin(d) if d.len() == half));
+        assert!(matches!(recv(&mut rx).await, Msg::Stdin(d) if d.len() == half));
+        // A window's worth in flight: the third waits, a signal does not.
+        h.input.signal("SIGINT").await.unwrap();
+        assert!(matches!(recv(&mut rx).await, Msg::Signal(_)));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(rx.try_recv().is_err(), "held by the window");
+        // The command took the first half.
+        h.given(half as u64);
+        assert!(matches!(recv(&mut rx).await, Msg::Stdin(d) if d.len() == half));
+        // The EOF follows the stdin, once it is sent.
+        h.input.close_stdin().await.unwrap();
+        assert_eq!(recv(&mut rx).await, Msg::CloseStdin(true));
+    }
+
+    #[tokio::test]
     async fn resizes_held_while_away_are_coalesced() {
-        let (_tx, inputs) = mpsc::channel(1);
+        let (_tx, data) = mpsc::channel(1);
+        let (_tx2, control_inputs) = mpsc::channel(1);
         let (_ctrl, ctrl) = mpsc::channel(1);
+        let (_given, given) = watch::channel(0);
         let mut u = Uplink {
-            inputs,
-            inputs_open: true,
+            data,
+            data_open: true,
+            control_inputs,
+            control_inputs_open: true,
             ctrl,
+            given,
+            window: None,
             call: None,
-            log: StdinLog::new(STDIN_KEPT),
+            log: StdinLog::new(STDIN_KEPT, 0),
             close: Close::default(),
             controls: VecDeque::new(),
         };
@@ -549,17 +675,18 @@ mod tests {
             ]
         );
         // Bounded: no more is taken once AWAY_CONTROLS are held.
-        assert!(u.room(false));
+        assert!(u.control_room());
         for _ in 0..AWAY_CONTROLS {
             u.take(Input::Signal("SIGINT".into()));
         }
-        assert!(!u.room(false));
+        assert!(!u.control_room());
+        assert!(u.data_room());
     }
 
     #[tokio::test]
     async fn a_reattach_without_the_stdin_it_needs_fails() {
         let (first, mut rx1, _broken1) = call();
-        let h = Handle::spawn(first);
+        let h = Handle::spawn(first, 0, false);
         // 5 MiB in 1 MiB chunks: the first MiB is no longer kept.
         for _ in 0..5 {
             h.input.stdin(vec![b'x'; 1 << 20]).await.unwrap();
