@@ -1,4 +1,5 @@
-//! `boxctl exec` and `boxctl run`: stream a command's stdio through boxd.
+//! `boxctl exec` and `boxctl run`: stream a command's stdio through boxd,
+//! surviving a restart of boxd (the stream reattaches).
 
 use boxd_client::{ExecStream, stdio, v1};
 use clap::Args;
@@ -54,7 +55,7 @@ pub struct RunArgs {
 
 pub async fn exec(ctx: &Ctx, args: ExecArgs) -> Result<u8, Failure> {
     let mut client = ctx.client().await.map_err(exec_failure)?;
-    stream(&mut client, &args.name, &args.flags, &args.command).await
+    stream(ctx, &mut client, &args.name, &args.flags, &args.command).await
 }
 
 pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<u8, Failure> {
@@ -72,7 +73,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<u8, Failure> {
         })
         .await
         .map_err(|s| exec_failure(s.into()))?;
-    let code = stream(&mut client, &args.name, &args.flags, &args.command).await;
+    let code = stream(ctx, &mut client, &args.name, &args.flags, &args.command).await;
     if args.rm {
         let _ = client
             .remove_box(v1::RemoveBoxRequest {
@@ -92,6 +93,7 @@ fn exec_failure(f: Failure) -> Failure {
 }
 
 async fn stream(
+    ctx: &Ctx,
     client: &mut boxd_client::Client,
     name: &str,
     flags: &ExecFlags,
@@ -119,14 +121,18 @@ async fn stream(
             None
         },
         detach: false,
-        resumable: false,
+        resumable: true,
     };
+    // A restart of boxd does not end the command for us: the stream
+    // reattaches (and says so on stderr).
     let exec = ExecStream::start(client, start)
         .await
-        .map_err(|s| exec_failure(s.into()))?;
+        .map_err(|s| exec_failure(s.into()))?
+        .reconnecting(&ctx.paths.socket);
     let how = stdio::Attach {
         stdin: flags.interactive,
         tty: flags.tty,
+        signals: true,
     };
     let exit = stdio::attach(exec, how)
         .await

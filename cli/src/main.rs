@@ -4,8 +4,10 @@
 //! request, or boxctl refused a socket it cannot trust (another user's);
 //! 2 usage error; 3 the daemon is not reachable. `exec` and `run`
 //! exit with the command's own code, 128+N when signal N killed it, 125 when
-//! boxd could not start it, 126/127 when the box could not execute it.
+//! boxd could not start it, 126/127 when the box could not execute it;
+//! `attach` with the command's code once attached.
 
+mod attach;
 mod daemon;
 mod doctor;
 mod exec;
@@ -74,6 +76,21 @@ enum Command {
     Exec(exec::ExecArgs),
     /// Create or reuse a box, start it and run a command in it.
     Run(exec::RunArgs),
+    /// Attach this terminal to an exec, by id; exit with its exit code.
+    ///
+    /// The output boxd keeps of it (up to its last 1 MiB, and all that its
+    /// own client has not taken yet) is replayed first, as `docker logs`
+    /// then `docker attach` would show it. Leaving does not stop the
+    /// command; a restart of boxd is survived (the stream reattaches).
+    Attach(attach::AttachArgs),
+    /// Print the output boxd keeps of a box's execs.
+    ///
+    /// Up to the last 1 MiB of each, oldest exec first; stdout to stdout,
+    /// stderr to stderr, and when there are several execs a header naming
+    /// each on stderr. With `--json`, lines of `{execId, stream, data |
+    /// dataBase64}` and `{execId, exit}`. Reading never holds a command
+    /// back or stops it.
+    Logs(attach::LogsArgs),
     /// Pull, list, inspect, remove, prune and import images.
     Image {
         #[command(subcommand)]
@@ -295,6 +312,8 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
         }
         Command::Exec(args) => exec::exec(ctx, args).await,
         Command::Run(args) => exec::run(ctx, args).await,
+        Command::Attach(args) => attach::attach(ctx, args).await,
+        Command::Logs(args) => attach::logs(ctx, args).await,
         Command::Image { action } => image::run(ctx, action).await,
         Command::Events => {
             let mut stream = ctx

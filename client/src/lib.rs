@@ -6,8 +6,9 @@
 //! - [`connect`] opens a gRPC channel over the Unix socket, after
 //!   [`trust`] found the socket and the process answering on it to be this
 //!   user's own.
-//! - [`ExecStream`] drives the bidirectional `Exec` call; [`stdio`] attaches
-//!   one to this process's own stdio.
+//! - [`ExecStream`] drives the bidirectional `Exec` call (resumable, and
+//!   with [`ExecStream::reconnecting`] surviving a daemon restart);
+//!   [`stdio`] attaches one to this process's own stdio.
 //! - [`spawn`] starts the daemon on demand; [`spec`] reads box specs from
 //!   command-line words.
 
@@ -20,7 +21,10 @@ pub mod stdio;
 pub mod trust;
 
 pub use boxd_proto::{bytes, tonic, v1};
-pub use exec::{ExecEvent, ExecInput, ExecStream};
+pub use exec::{
+    ACK_EVERY, ExecEvent, ExecInput, ExecStream, OutputOffsets, OutputStream, RECONNECT_WITHIN,
+    Reconnect, STDIN_KEPT, STDIN_WINDOW,
+};
 pub use paths::{Paths, PathsError};
 
 use std::path::{Path, PathBuf};

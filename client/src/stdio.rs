@@ -4,14 +4,17 @@
 //! Stdout carries the command's stdout and nothing else; the command's
 //! stderr goes to stderr; stdin EOF closes the command's stdin; SIGINT,
 //! SIGTERM and SIGHUP are forwarded to the command (SIGWINCH becomes a
-//! resize on a TTY); a closed stdout sends the command SIGPIPE.
+//! resize on a TTY); a closed stdout sends the command SIGPIPE. When the
+//! exec is reconnecting ([`ExecStream::reconnecting`]), losing boxd and
+//! reattaching, and any output lost meanwhile, are each told in one line on
+//! stderr.
 
 use std::io::{IsTerminal, Read, Write};
 
 use boxd_proto::tonic::Status;
 use boxd_proto::v1;
 
-use crate::{ExecEvent, ExecInput, ExecStream};
+use crate::{ExecEvent, ExecInput, ExecStream, Reconnect};
 
 /// Exit code when the command could not be started or its exit is unknown.
 pub const EXEC_FAILED: u8 = 125;
@@ -22,16 +25,27 @@ pub struct Attach {
     pub stdin: bool,
     /// The command runs on a TTY: put ours in raw mode, forward resizes.
     pub tty: bool,
+    /// Forward SIGINT, SIGTERM and SIGHUP to the command. Without, they end
+    /// this process as usual (a client that merely attached to an exec
+    /// leaves it running).
+    pub signals: bool,
 }
 
 /// Pumps stdio until the command exits and returns its exit.
-pub async fn attach(mut exec: ExecStream, how: Attach) -> Result<v1::ExecExit, Status> {
+pub async fn attach(exec: ExecStream, how: Attach) -> Result<v1::ExecExit, Status> {
     let input = exec.input();
-    let _raw = RawMode::enter(how.tty && std::io::stdin().is_terminal());
+    let raw = RawMode::enter(how.tty && std::io::stdin().is_terminal());
+    // A terminal in raw mode needs its carriage return.
+    let eol = if raw.0.is_some() { "\r\n" } else { "\n" };
+    let mut exec = exec.on_reconnect(move |r| {
+        let _ = write!(std::io::stderr(), "{}{eol}", reconnect_line(r));
+    });
     if how.stdin {
         pump_stdin(input.clone());
     }
-    forward_signals(input.clone(), how.tty);
+    if how.signals {
+        forward_signals(input.clone(), how.tty);
+    }
     let mut stdout = std::io::stdout();
     let mut stderr = std::io::stderr();
     loop {
@@ -48,6 +62,41 @@ pub async fn attach(mut exec: ExecStream, how: Attach) -> Result<v1::ExecExit, S
             Some(ExecEvent::Exit(exit)) => return Ok(exit),
             None => return Err(Status::unavailable("boxd ended the exec without an exit")),
         }
+    }
+}
+
+/// The one line that tells a user of a reconnection.
+pub fn reconnect_line(r: &Reconnect) -> String {
+    match r {
+        Reconnect::Lost { exec_id, .. } => {
+            format!("boxd went away; reattaching to exec {exec_id}…")
+        }
+        Reconnect::Reattached {
+            exec_id,
+            after,
+            stdin_resent,
+            ..
+        } => {
+            let resent = if *stdin_resent > 0 {
+                format!(", {stdin_resent} bytes of stdin sent again")
+            } else {
+                String::new()
+            };
+            format!(
+                "reattached to exec {exec_id} after {:.1} s{resent}",
+                after.as_secs_f64()
+            )
+        }
+        Reconnect::Gap {
+            exec_id,
+            stream,
+            from,
+            to,
+        } => format!(
+            "warning: {} bytes of exec {exec_id}'s {} (offsets {from}..{to}) are lost: boxd no longer kept them",
+            to - from,
+            stream.name()
+        ),
     }
 }
 
@@ -184,5 +233,31 @@ mod tests {
         assert_eq!(exit_code(&e(None, Some(9))), 137);
         assert_eq!(exit_code(&e(None, None)), EXEC_FAILED);
         assert_eq!(exit_code(&e(Some(127), None)), 127);
+    }
+
+    #[test]
+    fn reconnect_lines() {
+        let lost = Reconnect::Lost {
+            exec_id: "x1".into(),
+            error: "lost the connection to boxd".into(),
+        };
+        assert_eq!(
+            reconnect_line(&lost),
+            "boxd went away; reattaching to exec x1…"
+        );
+        let back = Reconnect::Reattached {
+            exec_id: "x1".into(),
+            after: std::time::Duration::from_millis(1300),
+            attempts: 4,
+            stdin_resent: 0,
+        };
+        assert_eq!(reconnect_line(&back), "reattached to exec x1 after 1.3 s");
+        let gap = Reconnect::Gap {
+            exec_id: "x1".into(),
+            stream: crate::OutputStream::Stdout,
+            from: 100,
+            to: 150,
+        };
+        assert!(reconnect_line(&gap).starts_with("warning: 50 bytes of exec x1's stdout"));
     }
 }

@@ -9,7 +9,8 @@
 //! Invariants: stdout carries the command's stdout byte for byte and nothing
 //! else (every diagnostic goes to stderr); the exit code is the command's,
 //! 128+N for signal N, 125 when the box or the command could not be started;
-//! when the proxy dies its exec is reaped by boxd and the box stays.
+//! when the proxy dies its exec is reaped by boxd and the box stays; when
+//! boxd restarts, the exec's stream reattaches (one line on stderr says so).
 
 mod ready;
 
@@ -236,7 +237,10 @@ async fn run(args: Args) -> Result<u8, ProxyError> {
             ..Default::default()
         },
     )
-    .await?;
+    .await?
+    // A restart of boxd does not end the command: the stream reattaches,
+    // saying so on stderr (stdout stays the command's alone).
+    .reconnecting(&paths.socket);
     tracing::debug!(
         "command started after {:?} (launch {} ms)",
         begin.elapsed(),
@@ -247,6 +251,7 @@ async fn run(args: Args) -> Result<u8, ProxyError> {
         stdio::Attach {
             stdin: true,
             tty: false,
+            signals: true,
         },
     )
     .await?;

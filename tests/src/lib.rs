@@ -473,10 +473,10 @@ pub async fn collect(mut exec: ExecStream) -> Output {
             Some(ExecEvent::Stderr(b)) => out.stderr.extend_from_slice(&b),
             Some(ExecEvent::Exit(e)) => {
                 out.exit = e;
-                // Nothing may follow the exit.
-                let (_, mut rest) = exec.into_parts();
+                // Nothing may follow the exit (`next` reads the stream's
+                // end and refuses anything else).
                 assert!(
-                    rest.message().await.ok().flatten().is_none(),
+                    matches!(exec.next().await, Ok(None)),
                     "an event followed the exit"
                 );
                 return out;

@@ -348,14 +348,11 @@ async fn messages_at_and_over_the_size_limit() {
     let mut c = c;
     let mut start = start_req("sized", &["cat"]);
     start.stdin = true;
-    let exec = ExecStream::start(&mut c, start).await.unwrap();
+    let mut exec = ExecStream::start(&mut c, start).await.unwrap();
     let _ = exec.input().stdin(vec![b'x'; limit + 10]).await;
-    let out = tokio::time::timeout(
-        std::time::Duration::from_secs(20),
-        exec.into_parts().1.message(),
-    )
-    .await
-    .expect("the stream ended");
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), exec.next())
+        .await
+        .expect("the stream ended");
     let err = out.expect_err("an over-limit input ends the stream with an error");
     assert!(err.message().contains("exec input refused"), "{err:?}");
     still_up(&mut c2, 1).await;

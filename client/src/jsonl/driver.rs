@@ -11,10 +11,13 @@
 //!   `output` event of an exec before its `exit` event;
 //! - `shutdown` or end of input: execs started here are killed (and reaped by
 //!   boxd when their streams close), queued frames are flushed, `serve`
-//!   returns.
+//!   returns;
+//! - an exec outlives a restart of boxd: its stream reattaches
+//!   ([`ExecStream::reconnecting`]) and its events go on where they
+//!   stopped; the reattach, and any output lost, are told on stderr.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -61,7 +64,7 @@ struct Driver {
     client: Option<Client>,
     /// Why there is no client (not running, another protocol version, ...).
     unreachable: String,
-    socket: String,
+    socket: PathBuf,
     out: mpsc::Sender<Value>,
     /// Execs started by this driver, by id.
     execs: Mutex<HashMap<String, OwnExec>>,
@@ -95,7 +98,7 @@ where
     let driver = Arc::new(Driver {
         client,
         unreachable,
-        socket: socket.display().to_string(),
+        socket: socket.to_path_buf(),
         out: out.clone(),
         execs: Mutex::new(HashMap::new()),
     });
@@ -330,7 +333,10 @@ impl Driver {
     fn client(&self) -> Result<Client, Failure> {
         self.client.clone().ok_or_else(|| {
             let why = if self.unreachable.is_empty() {
-                format!("boxd is not running (nothing answers on {})", self.socket)
+                format!(
+                    "boxd is not running (nothing answers on {})",
+                    self.socket.display()
+                )
             } else {
                 self.unreachable.clone()
             };
@@ -587,10 +593,13 @@ impl Driver {
             tty: e.tty.unwrap_or(false),
             tty_size: None,
             detach: false,
-            resumable: false,
+            resumable: true,
         };
         let mut client = self.client()?;
-        let exec = ExecStream::start(&mut client, start).await?;
+        let exec = ExecStream::start(&mut client, start)
+            .await?
+            .reconnecting(&self.socket)
+            .on_reconnect(|r| eprintln!("boxd jsonl: {}", crate::stdio::reconnect_line(r)));
         let exec_id = exec.exec_id().to_owned();
         self.execs
             .lock()
