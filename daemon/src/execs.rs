@@ -16,10 +16,11 @@
 //!   what it handed to their connection); with no client attached a
 //!   detached exec keeps its last 1 MiB, a non-detached one waits for its
 //!   client to come back;
-//! - a non-detached exec whose starting client goes away is killed (not
-//!   when the daemon itself is going: its clients come back to the next
-//!   one), and one found again at start is killed when no client attaches
-//!   within [`REATTACH_WITHIN`];
+//! - a non-detached exec whose owner goes away is killed (not when the
+//!   daemon itself is going: its clients come back to the next one); its
+//!   owner is its starting client, or the resumable client that reattached
+//!   to it after a daemon restart; one found again at start is killed when
+//!   no owner reattaches within [`REATTACH_WITHIN`];
 //! - stdin is written in order, each byte once, however often a
 //!   reattaching client resends it: bytes carry their offset in the stdin
 //!   stream; at most [`STDIN_QUEUE`] bytes are queued per exec.
@@ -79,6 +80,10 @@ pub struct Session {
     timed_out: AtomicBool,
     /// How many clients are attached.
     attached: AtomicUsize,
+    /// How many of them own it (a non-detached exec dies with its last
+    /// owner): its starting client, or a client that reattached while it
+    /// had none (after a daemon restart).
+    owners: AtomicUsize,
     /// Set once the exit is known.
     exit: watch::Sender<Option<ExitStatus>>,
 }
@@ -127,6 +132,7 @@ impl Session {
             stdin,
             timed_out: AtomicBool::new(false),
             attached: AtomicUsize::new(0),
+            owners: AtomicUsize::new(0),
             exit: watch::channel(exit).0,
         });
         let s = session.clone();
@@ -432,6 +438,9 @@ impl Execs {
             });
         }
         let owner = !req.detach;
+        if owner {
+            session.owners.store(1, Ordering::SeqCst);
+        }
         Ok(self.serve(session, started.first, sub, req.resumable, launch_ms, owner))
     }
 
@@ -452,7 +461,15 @@ impl Execs {
             // for the old one are written once (they carry offsets).
             *stdin.next.lock().await = subscription.stdin_offset;
         }
-        Ok(self.serve(session, subscription, sub, req.resumable, 0, false))
+        // A resumable client that comes back to an exec with no owner (its
+        // starting client lost the daemon) owns it from now on.
+        let owner = !session.detach
+            && req.resumable
+            && session
+                .owners
+                .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok();
+        Ok(self.serve(session, subscription, sub, req.resumable, 0, owner))
     }
 
     /// Takes in the execs a box kept while the daemon was away.
@@ -476,7 +493,7 @@ impl Execs {
             if running && !session.detach {
                 tokio::spawn(async move {
                     tokio::time::sleep(REATTACH_WITHIN).await;
-                    if session.attached() == 0 && !session.exited() {
+                    if session.owners.load(Ordering::SeqCst) == 0 && !session.exited() {
                         tracing::info!(exec_id = %session.id, "no client came back for it; killing it");
                         let _ = session.handle.signal(libc::SIGKILL).await;
                     }
@@ -526,9 +543,10 @@ impl Execs {
             )
             .await;
             session.attached.fetch_sub(1, Ordering::SeqCst);
+            // (Owners are counted by whoever made this one an owner.)
+            let last_owner = owner && session.owners.fetch_sub(1, Ordering::SeqCst) == 1;
             if !delivered
-                && owner
-                && !session.detach
+                && last_owner
                 && !session.exited()
                 && !execs.stopping.load(Ordering::SeqCst)
             {

@@ -168,18 +168,15 @@ impl Registry {
                 record.state,
                 State::Running | State::Starting | State::Stopping
             );
-            if was_running {
-                if let Some(execs) = engine.adopt(&record).await {
-                    // (A start or stop the old daemon did not finish: the
-                    // box runs.)
-                    if record.state != State::Running {
-                        record.state = State::Running;
-                        persist(&record)?;
-                    }
-                    adopted.push((record.name.clone(), execs));
-                    boxes.insert(record.name.clone(), Arc::new(Slot::new(record)));
-                    continue;
+            // (A start or stop the old daemon did not finish: the box runs.)
+            if was_running && let Some(execs) = engine.adopt(&record).await {
+                if record.state != State::Running {
+                    record.state = State::Running;
+                    persist(&record)?;
                 }
+                adopted.push((record.name.clone(), execs));
+                boxes.insert(record.name.clone(), Arc::new(Slot::new(record)));
+                continue;
             }
             if was_running && !running.contains(&record.id) {
                 tracing::info!(name = %record.name, "box was running when boxd stopped; it is stopped now");

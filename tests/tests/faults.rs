@@ -34,12 +34,43 @@ fn pid_ns(pid: i32) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()
 }
 
-/// The boxes of daemon `boxd`: for each `bwrap` it started, the box's
-/// pid 1 and the box's pid namespace.
-fn boxes_of(boxd: i32) -> Vec<(String, i32, PathBuf)> {
+/// The supervisors of the boxes under `home`: the processes listening on
+/// `home/boxes/*/supervisor.sock` (found through /proc/net/unix).
+fn supervisor_pids(home: &std::path::Path) -> Vec<i32> {
+    let prefix = home.join("boxes").display().to_string();
+    let inodes: Vec<String> = std::fs::read_to_string("/proc/net/unix")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() >= 8 && w[7].starts_with(&prefix) && w[7].ends_with("supervisor.sock"))
+                .then(|| format!("socket:[{}]", w[6]))
+        })
+        .collect();
+    all_pids()
+        .into_iter()
+        .filter(|p| {
+            std::fs::read_dir(format!("/proc/{p}/fd")).is_ok_and(|fds| {
+                fds.flatten().any(|fd| {
+                    std::fs::read_link(fd.path())
+                        .is_ok_and(|l| inodes.contains(&l.display().to_string()))
+                })
+            })
+        })
+        .collect()
+}
+
+/// The boxes of the daemon whose home is `home`: for each `bwrap` its
+/// boxes' supervisors started, the box's name, pid 1 and pid namespace.
+fn boxes_of(home: &std::path::Path) -> Vec<(String, i32, PathBuf)> {
+    let sups = supervisor_pids(home);
     let pids = all_pids();
     let mut out = Vec::new();
-    for bwrap in pids.iter().copied().filter(|p| ppid(*p) == Some(boxd)) {
+    for bwrap in pids
+        .iter()
+        .copied()
+        .filter(|p| ppid(*p).is_some_and(|pp| sups.contains(&pp)))
+    {
         let cmdline = std::fs::read_to_string(format!("/proc/{bwrap}/cmdline")).unwrap_or_default();
         let words: Vec<&str> = cmdline.split('\0').collect();
         let Some(i) = words.iter().position(|w| *w == "--hostname") else {
@@ -52,15 +83,6 @@ fn boxes_of(boxd: i32) -> Vec<(String, i32, PathBuf)> {
         }
     }
     out
-}
-
-/// Every process a daemon owns: its children (bubblewrap, exec helpers)
-/// and everything in its boxes' pid namespaces.
-fn owned_processes(boxd: i32, spaces: &[PathBuf]) -> Vec<i32> {
-    all_pids()
-        .into_iter()
-        .filter(|p| ppid(*p) == Some(boxd) || pid_ns(*p).is_some_and(|ns| spaces.contains(&ns)))
-        .collect()
 }
 
 /// Whether a process with this command line runs in one of the spaces.
@@ -377,7 +399,7 @@ async fn a_killed_client_has_its_exec_reaped() {
     let d = Daemon::start();
     let mut c = d.client().await;
     up(&mut c, "reap", busybox_spec()).await;
-    let spaces: Vec<PathBuf> = boxes_of(d.pid() as i32).into_iter().map(|b| b.2).collect();
+    let spaces: Vec<PathBuf> = boxes_of(&d.home).into_iter().map(|b| b.2).collect();
     let sleeping = |c: &str| running_in(&spaces, c);
     type MakeClient<'a> = Box<dyn Fn(&str) -> Command + 'a>;
     let clients: [(&str, MakeClient); 3] = [
@@ -568,7 +590,7 @@ async fn a_box_whose_init_is_killed_is_reported_and_its_execs_end_with_an_error(
         .await
         .unwrap();
 
-    let (_, pid1, _) = boxes_of(d.pid() as i32)
+    let (_, pid1, _) = boxes_of(&d.home)
         .into_iter()
         .find(|b| b.0 == "victim")
         .expect("the victim's pid 1");
