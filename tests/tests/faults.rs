@@ -242,15 +242,19 @@ async fn sigkill_under_fifty_streaming_execs_every_exec_completes_byte_exact() {
             expected.len()
         );
     }
+    let is_exit = |f: &serde_json::Value| f["type"] == "exit";
+    while jsonl.seen.iter().filter(|f| is_exit(f)).count() < jsonl_execs.len() {
+        jsonl.next_frame();
+    }
+    // Every frame the driver wrote, in order (replies' reads included).
     let mut data: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
     let mut exits = std::collections::BTreeMap::new();
-    while exits.len() < jsonl_execs.len() {
-        let f = jsonl.next_frame();
+    for f in &jsonl.seen {
         let Some(id) = f["execId"].as_str() else {
             continue;
         };
         match f["type"].as_str() {
-            Some("stdout") => {
+            Some("output") if f["stream"] == "stdout" => {
                 let bytes = match (f["data"].as_str(), f["dataBase64"].as_str()) {
                     (Some(t), _) => t.as_bytes().to_vec(),
                     (None, Some(b)) => {
@@ -269,7 +273,7 @@ async fn sigkill_under_fifty_streaming_execs_every_exec_completes_byte_exact() {
     }
     for (id, code) in &jsonl_execs {
         let exit = &exits[id];
-        assert_eq!(exit["code"], *code as u64, "jsonl exec {id}: {exit}");
+        assert_eq!(exit["exitCode"], *code as u64, "jsonl exec {id}: {exit}");
         let got = data.get(id).cloned().unwrap_or_default();
         assert!(
             got == expected.as_bytes(),
@@ -453,7 +457,8 @@ async fn a_killed_client_has_its_exec_reaped() {
         });
         println!("{what} SIGKILLed: its command was reaped {took:?} later");
     }
-    // The box stays, and boxd knows of no exec.
+    // The box stays, and every exec of it was killed (boxd keeps them,
+    // exited, with their last output).
     let execs = c
         .list_execs(v1::ListExecsRequest {
             box_name: "reap".into(),
@@ -462,7 +467,12 @@ async fn a_killed_client_has_its_exec_reaped() {
         .unwrap()
         .into_inner()
         .execs;
-    assert!(execs.is_empty(), "{execs:?}");
+    assert!(
+        execs
+            .iter()
+            .all(|e| e.exited && e.exit.as_ref().and_then(|x| x.signal) == Some(9)),
+        "{execs:?}"
+    );
     assert_eq!(sh(&mut c, "reap", "echo still").await, "still\n");
 }
 
