@@ -252,6 +252,45 @@ fn full_turn_raw(s: &Setup) {
     );
 }
 
+/// Proof 3b: one agent session spans two daemon restarts: a graceful
+/// one (SIGTERM, as `boxctl daemon stop && boxctl daemon start`) after
+/// `initialize`, and a crash (SIGKILL) after `session/new`; the turn still
+/// ends in `end_turn`, and stdout carries only ACP messages throughout.
+fn turn_across_daemon_restarts(s: &mut Setup) {
+    let mut agent = Agent::spawn(s.proxy());
+    let mut notes = Vec::new();
+    agent.send(initialize());
+    agent.response(0, &mut notes);
+    let begin = Instant::now();
+    s.daemon.restart();
+    let graceful = begin.elapsed();
+    agent.send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+        "params": {"cwd": "/workspace", "mcpServers": []}}));
+    let session = agent.response(1, &mut notes);
+    let session_id = session["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("session/new: {session}"))
+        .to_owned();
+    let begin = Instant::now();
+    s.daemon.kill();
+    s.daemon.restart();
+    let crash = begin.elapsed();
+    agent.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+        "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "ping"}]}}),
+    );
+    let done = agent.response(2, &mut notes);
+    let (code, stderr) = agent.finish();
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}\n{stderr}");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("reattached"), "{stderr}");
+    eprintln!(
+        "TIMING ACP session across a daemon stop+start ({:.2} s) and a SIGKILL+start ({:.2} s): end_turn",
+        graceful.as_secs_f64(),
+        crash.as_secs_f64()
+    );
+}
+
 /// Proof 4: an unmodified ACP host (the official SDK) spawns the proxy as
 /// its agent; the model asks for a `bash` tool call, which pi runs in the
 /// box, and its edit lands in the project on the host.
@@ -305,8 +344,9 @@ fn sdk_host_turn(s: &Setup) {
 
 #[test]
 fn pi_acp_runs_in_a_box_behind_harness_box_exec() {
-    let s = setup();
+    let mut s = setup();
     initialize_twice(&s);
     full_turn_raw(&s);
+    turn_across_daemon_restarts(&mut s);
     sdk_host_turn(&s);
 }
