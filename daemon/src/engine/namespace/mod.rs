@@ -162,6 +162,7 @@ impl NamespaceEngine {
                 "image.prune",
                 "net.allowlist",
                 "net.secrets",
+                "exec.reattach",
             ]),
             notes: vec![
                 "boxes run in Linux namespaces under bubblewrap, not in microVMs".into(),
