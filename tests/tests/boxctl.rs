@@ -204,3 +204,37 @@ fn doctor_reports_the_engine_and_the_running_daemon() {
             .all(|l| l.starts_with("ok") || l.starts_with("warn") || l.starts_with("      "))
     );
 }
+
+#[test]
+fn attach_and_logs_show_an_execs_kept_output_and_its_exit() {
+    let d = Daemon::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let id = rt.block_on(async {
+        let mut c = d.client().await;
+        up(&mut c, "att", busybox_spec()).await;
+        let mut req = start_req(
+            "att",
+            &[
+                "sh",
+                "-c",
+                "echo one; echo two >&2; sleep 1; echo three; exit 7",
+            ],
+        );
+        req.detach = true;
+        let exec = ExecStream::start(&mut c, req).await.unwrap();
+        exec.exec_id().to_owned()
+        // Dropped: a detached exec runs on.
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // `logs` prints what is kept so far, and leaves the exec running.
+    let out = ok(d.boxctl().args(["logs", "att"]));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "one\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("two"));
+    // `attach` replays, follows to the end, and exits with its code.
+    let out = d.boxctl().args(["attach", &id]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "one\nthree\n");
+    assert_eq!(out.status.code(), Some(7));
+    // Kept after it exited: `logs` shows it whole.
+    let out = ok(d.boxctl().args(["logs", "att", "--exec", &id]));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "one\nthree\n");
+}

@@ -19,7 +19,8 @@
 //!
 //! Every command runs confined exactly as the box's own processes are
 //! ([`super::confine`]): no capabilities but box root's few,
-//! `no_new_privs`, the seccomp filter; in the box's cgroups, with the
+//! `no_new_privs`, the seccomp filter; in the box's cgroups (the zygote
+//! joins them, so commands are born there), with the
 //! box's `oom_score_adj` and, where no cgroup limits processes, its
 //! `RLIMIT_NPROC`. The zygote dies with the supervisor
 //! (`PR_SET_PDEATHSIG`) and the commands with the zygote.
@@ -210,7 +211,6 @@ pub fn helper_main(args: Vec<OsString>) -> ! {
 }
 
 struct Joins {
-    cgroups: Vec<std::fs::File>,
     nproc: Option<u64>,
 }
 
@@ -225,23 +225,19 @@ fn serve(args: &[OsString], sock: &OwnedFd) -> std::result::Result<(), String> {
         "-" => None,
         n => Some(n.parse().map_err(|_| "bad zygote nproc")?),
     };
-    // The box's cgroups are opened while the zygote still has the daemon's
-    // rights on them; each command joins them (the kernel checks the
-    // opener's rights) before it executes, so it and its children count
-    // against the box's limits and the zygote never does.
-    let cgroups: Vec<std::fs::File> = match word(1)? {
-        "-" => Vec::new(),
-        list => list
-            .split('\n')
-            .map(|procs| {
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(procs)
-                    .map_err(|e| format!("opening the box's cgroup {procs}: {e}"))
-            })
-            .collect::<std::result::Result<_, _>>()?,
-    };
-    let the_box = Joins { cgroups, nproc };
+    // The zygote joins the box's cgroups (with the daemon's rights on
+    // them) before it enters the box, so that every command is born in
+    // them: moving a process between cgroups (v1) waits for an RCU grace
+    // period, about 10 ms here, which a fork does not. It keeps the kernel's
+    // OOM killer off itself where it may (commands get 500).
+    if word(1)? != "-" {
+        for procs in word(1)?.split('\n') {
+            std::fs::write(procs, "0")
+                .map_err(|e| format!("joining the box's cgroup {procs}: {e}"))?;
+        }
+        let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
+    }
+    let the_box = Joins { nproc };
     enter_box(pid)?;
     // Compiled (allocated) here, once: children only make raw calls.
     let filters = super::confine::filters()?;
@@ -503,11 +499,6 @@ fn child(
             libc::ioctl(0, libc::TIOCSCTTY, 0);
         }
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-        for f in &the_box.cgroups {
-            if libc::write(f.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
-                return super::confine::STEP_CGROUP;
-            }
-        }
         // Under memory pressure the kernel kills the box's commands
         // before its pid 1 and init (which would end the box) and
         // before the host's processes. (Its /proc files are its own

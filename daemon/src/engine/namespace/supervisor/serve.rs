@@ -511,7 +511,7 @@ struct Zygote {
     lock: tokio::sync::Mutex<()>,
     pending: Arc<Mutex<Option<oneshot::Sender<Spawned>>>>,
     exits: Arc<Mutex<HashMap<i32, oneshot::Sender<ExitStatus>>>>,
-    _child: tokio::process::Child,
+    child: tokio::sync::Mutex<Option<tokio::process::Child>>,
 }
 
 impl Zygote {
@@ -532,7 +532,7 @@ impl Zygote {
             lock: tokio::sync::Mutex::new(()),
             pending: Arc::default(),
             exits: Arc::default(),
-            _child: child,
+            child: tokio::sync::Mutex::new(Some(child)),
         };
         let (pending, exits) = (zygote.pending.clone(), zygote.exits.clone());
         tokio::spawn(async move {
@@ -578,6 +578,13 @@ impl Zygote {
             exits.lock().expect("zygote").clear();
         });
         Ok(zygote)
+    }
+
+    /// Ends the zygote (it is in the box's cgroups, which go next).
+    async fn end(&self) {
+        if let Some(mut child) = self.child.lock().await.take() {
+            let _ = child.kill().await;
+        }
     }
 
     async fn spawn(&self, request: &Spawn, stdio: [OwnedFd; 3]) -> Result<Spawned> {
@@ -667,6 +674,7 @@ async fn connection(sup: Arc<Sup>, stream: UnixStream) {
             for e in execs {
                 let _ = tokio::time::timeout(Duration::from_secs(5), e.local.wait()).await;
             }
+            sup.zygote.end().await;
             let _ = wire::write(&mut w, &Frame::json(&Reply::Done)).await;
             sup.stops.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             return;
