@@ -764,3 +764,38 @@ async fn concurrent_creates_of_one_name_make_one_box() {
         1
     );
 }
+
+/// An exec that ends while no daemon runs: the next daemon reports its
+/// exit, and attaching replays what it printed.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_exec_that_ends_while_boxd_is_away_is_reported_by_the_next_one() {
+    let mut d = Daemon::start();
+    let mut c = d.client().await;
+    up(&mut c, "away", busybox_spec()).await;
+    let mut req = start_req(
+        "away",
+        &["sh", "-c", "echo before; sleep 1; echo after; exit 9"],
+    );
+    req.detach = true;
+    let exec = ExecStream::start(&mut c, req).await.unwrap();
+    let id = exec.exec_id().to_owned();
+    drop(exec);
+    d.kill();
+    std::thread::sleep(Duration::from_millis(2000));
+    d.restart();
+    let mut c = d.client().await;
+    let execs = c
+        .list_execs(v1::ListExecsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .execs;
+    let ours = execs.iter().find(|e| e.exec_id == id).expect("found again");
+    assert!(ours.exited, "{ours:?}");
+    assert_eq!(ours.exit.as_ref().and_then(|e| e.code), Some(9));
+    let out = collect(ExecStream::attach(&mut c, &id).await.unwrap()).await;
+    assert_eq!(out.stdout_str(), "before\nafter\n");
+    assert_eq!(out.exit.code, Some(9));
+    // The box ran on meanwhile.
+    assert_eq!(sh(&mut c, "away", "echo here").await, "here\n");
+}
