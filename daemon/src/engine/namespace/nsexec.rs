@@ -19,7 +19,8 @@
 //!
 //! Every command runs confined exactly as the box's own processes are
 //! ([`super::confine`]): no capabilities but box root's few,
-//! `no_new_privs`, the seccomp filter; in the box's cgroups (the zygote
+//! `no_new_privs`, the seccomp filter (the zygote confines itself once,
+//! so commands are born confined); in the box's cgroups (the zygote
 //! joins them, so commands are born there), with the
 //! box's `oom_score_adj` and, where no cgroup limits processes, its
 //! `RLIMIT_NPROC`. The zygote dies with the supervisor
@@ -239,8 +240,18 @@ fn serve(args: &[OsString], sock: &OwnedFd) -> std::result::Result<(), String> {
     }
     let the_box = Joins { nproc };
     enter_box(pid)?;
-    // Compiled (allocated) here, once: children only make raw calls.
+    // The zygote confines itself once, exactly as the box's processes are
+    // (box root's few capabilities, `no_new_privs`, the seccomp filter):
+    // every command it forks is born confined, with no step of its own.
     let filters = super::confine::filters()?;
+    super::confine::confine(filters, super::confine::BOX_ROOT_CAPS).map_err(|step| {
+        format!(
+            "confining the zygote: {}",
+            super::confine::step_message(step).unwrap_or("failed")
+        )
+    })?;
+    // Where each command was found last (PATH, name → path): tried first.
+    let mut found: std::collections::HashMap<(String, String), CString> = Default::default();
 
     // Exits arrive as SIGCHLD on a signalfd, polled beside the socket.
     let mut mask = nix::sys::signal::SigSet::empty();
@@ -277,7 +288,7 @@ fn serve(args: &[OsString], sock: &OwnedFd) -> std::result::Result<(), String> {
                 Received::Nothing => {}
                 Received::Eof => return Ok(()), // the supervisor is gone
                 Received::Request(spawn, stdio) => {
-                    let reply = fork_command(&spawn, stdio, &the_box, filters, &sfd, sock);
+                    let reply = fork_command(&spawn, stdio, &the_box, &mut found, &sfd, sock);
                     reply_to(sock, &reply)?;
                 }
             }
@@ -363,7 +374,7 @@ fn fork_command(
     spawn: &Spawn,
     stdio: [OwnedFd; 3],
     the_box: &Joins,
-    filters: &super::confine::Filters,
+    found: &mut std::collections::HashMap<(String, String), CString>,
     sfd: &nix::sys::signalfd::SignalFd,
     sock: &OwnedFd,
 ) -> Reply {
@@ -388,8 +399,10 @@ fn fork_command(
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.as_str())
         .unwrap_or("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    // Every place the command may be, resolved (allocated) before the fork.
-    let candidates: Vec<CString> = if spawn.argv[0].contains('/') {
+    // Every place the command may be, resolved (allocated) before the fork;
+    // where it was found last first (each failed try costs an `execve`).
+    let key = (path.to_owned(), spawn.argv[0].clone());
+    let mut candidates: Vec<CString> = if spawn.argv[0].contains('/') {
         vec![argv[0].clone()]
     } else {
         path.split(':')
@@ -397,6 +410,23 @@ fn fork_command(
             .filter_map(|d| CString::new(format!("{d}/{}", spawn.argv[0])).ok())
             .collect()
     };
+    if candidates.len() > 1 {
+        let first = match found.get(&key) {
+            Some(last) => candidates.iter().position(|c| c == last),
+            None => candidates.iter().position(|c| {
+                // SAFETY: access with a valid C string.
+                unsafe { libc::access(c.as_ptr(), libc::X_OK) == 0 }
+            }),
+        };
+        if let Some(i) = first {
+            let hit = candidates.remove(i);
+            if found.len() >= 1024 {
+                found.clear(); // a bound, however many commands a box runs
+            }
+            found.insert(key, hit.clone());
+            candidates.insert(0, hit);
+        }
+    }
     let Ok(cwd) = CString::new(spawn.working_dir.as_bytes()) else {
         return Reply::Fail(126, "bad working directory".into());
     };
@@ -417,7 +447,6 @@ fn fork_command(
                 &stdio,
                 spawn.tty,
                 the_box,
-                filters,
                 [sock.as_raw_fd(), sfd.as_fd().as_raw_fd()],
                 err_w.as_raw_fd(),
             );
@@ -477,7 +506,6 @@ fn child(
     stdio: &[OwnedFd; 3],
     tty: bool,
     the_box: &Joins,
-    filters: &super::confine::Filters,
     close: [RawFd; 2],
     keep: RawFd,
 ) -> i32 {
@@ -527,11 +555,6 @@ fn child(
         // report a failed exec, closes on exec).
         super::helper::close_range(3, (keep - 1) as u32);
         super::helper::close_range((keep + 1) as u32, u32::MAX);
-    }
-    // The zygote holds every capability of the box's user namespace: keep
-    // only box root's few before the command runs.
-    if let Err(step) = super::confine::confine(filters, super::confine::BOX_ROOT_CAPS) {
-        return step;
     }
     let argv_p: Vec<*const libc::c_char> = argv
         .iter()
