@@ -400,6 +400,23 @@ pub fn process_alive(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether a process is on its way out (`PF_EXITING`): a box's pid 1 is
+/// while it kills the rest of its namespace, before it is a zombie.
+pub fn process_exiting(pid: i32) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(") ")?
+                .1
+                .split(' ')
+                .nth(6)?
+                .parse::<u64>()
+                .ok()
+        })
+        .is_some_and(|flags| flags & PF_EXITING != 0)
+}
+
 /// Host pids of the processes in the box's pid namespace, bwrap's pid 1
 /// and the init included.
 fn box_processes(pid1: i32) -> Vec<i32> {
