@@ -31,6 +31,28 @@ use crate::engine::ExitStatus;
 pub const KEEP: usize = 1 << 20;
 /// How far output may run ahead of the acknowledgements.
 pub const WINDOW: u64 = 1 << 20;
+/// Exited execs kept (with their last output) for `attach` and `logs`, by
+/// the daemon and by each box's supervisor alike.
+pub const KEEP_EXITED: usize = 32;
+
+/// Removes from `table` the oldest exited execs beyond [`KEEP_EXITED`];
+/// `exited_at` gives an exec's start time when it has exited.
+pub fn prune_exited<V>(
+    table: &mut std::collections::HashMap<String, V>,
+    exited_at: impl Fn(&V) -> Option<i64>,
+) {
+    let mut exited: Vec<(i64, String)> = table
+        .iter()
+        .filter_map(|(id, v)| Some((exited_at(v)?, id.clone())))
+        .collect();
+    if exited.len() <= KEEP_EXITED {
+        return;
+    }
+    exited.sort();
+    for (_, id) in &exited[..exited.len() - KEEP_EXITED] {
+        table.remove(id);
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Stream {

@@ -49,8 +49,6 @@ pub const REATTACH_WITHIN: Duration = Duration::from_secs(30);
 /// Stdin bytes queued per exec before a sender waits (a resumable client
 /// keeps at most 1 MiB in flight, so it never does).
 pub const STDIN_QUEUE: usize = 2 << 20;
-/// Exited execs kept (with their last output) for `attach` and `logs`.
-const KEEP_EXITED: usize = 32;
 
 /// What the gRPC layer hands a client's response stream.
 pub type Subscriber = mpsc::Sender<std::result::Result<v1::ExecResponse, Status>>;
@@ -350,7 +348,7 @@ impl Execs {
             .lock()
             .expect("exec table")
             .insert(session.id.clone(), session.clone());
-        // Once it exits, the oldest exited beyond [`KEEP_EXITED`] go.
+        // Once it exits, the oldest exited beyond `exec_log::KEEP_EXITED` go.
         let execs = Arc::downgrade(self);
         tokio::spawn(async move {
             session.wait_done().await;
@@ -362,18 +360,7 @@ impl Execs {
 
     fn prune(&self) {
         let mut table = self.sessions.lock().expect("exec table");
-        let mut exited: Vec<(i64, String)> = table
-            .values()
-            .filter(|s| s.exited())
-            .map(|s| (s.started_at_ms, s.id.clone()))
-            .collect();
-        if exited.len() <= KEEP_EXITED {
-            return;
-        }
-        exited.sort();
-        for (_, id) in &exited[..exited.len() - KEEP_EXITED] {
-            table.remove(id);
-        }
+        exec_log::prune_exited(&mut table, |s| s.exited().then_some(s.started_at_ms));
     }
 
     /// Starts a command; `sub` receives `started`, the output and the exit.

@@ -175,7 +175,7 @@ pub struct EngineBox {
 
 /// A command to run in a running box. Environment and working directory are
 /// already merged (image, then box, then exec).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ExecSpec {
     /// The daemon's id for it.
     pub id: String,

@@ -226,8 +226,8 @@ pub fn program_bytes(program: &BpfProgram) -> Vec<u8> {
 
 /// Keeps only the capabilities in `keep` (bounding, effective, permitted;
 /// none inheritable or ambient), sets `no_new_privs` and installs the
-/// filters, in the forked child just before it executes the command. Only
-/// raw system calls: this runs between fork and exec.
+/// filters: a box's zygote does this to itself before it forks any
+/// command. Only raw system calls.
 ///
 /// Returns the step that failed (see [`step_message`]), so the exec fails
 /// closed rather than running unconfined.
@@ -287,8 +287,6 @@ const STEP_BOUNDING: i32 = 10_001;
 const STEP_NO_NEW_PRIVS: i32 = 10_002;
 const STEP_SECCOMP: i32 = 10_003;
 const STEP_CAPSET: i32 = 10_004;
-/// Joining the box's cgroups (done by the exec helper's child).
-pub const STEP_CGROUP: i32 = 10_005;
 /// The working directory does not exist (or is no directory).
 pub const STEP_CHDIR: i32 = 10_006;
 
@@ -300,7 +298,6 @@ pub fn step_message(step: i32) -> Option<&'static str> {
         STEP_NO_NEW_PRIVS => "setting no_new_privs",
         STEP_SECCOMP => "installing the seccomp filter",
         STEP_CAPSET => "clearing the capability sets",
-        STEP_CGROUP => "joining the box's cgroups",
         _ => return None,
     })
 }

@@ -598,14 +598,11 @@ impl Engine for NamespaceEngine {
             .or(config.working_dir.clone().filter(|d| !d.is_empty()))
             .unwrap_or_else(|| "/".into());
         sup.run(supervisor::wire::RunSpec {
-            id: spec.id,
-            command: spec.command,
-            args: spec.args,
-            env,
-            working_dir,
-            stdin: spec.stdin,
-            tty: spec.tty,
-            detach: spec.detach,
+            spec: ExecSpec {
+                env,
+                working_dir,
+                ..spec
+            },
             started_at_ms: crate::registry::now_ms(),
         })
         .await
@@ -720,7 +717,9 @@ pub(super) async fn box_ended(
     pid1: i32,
     mut ended: tokio::sync::watch::Receiver<Option<String>>,
 ) -> Option<String> {
-    if ended.borrow().is_none() && sandbox::process_alive(pid1) {
+    // A command killed as its box ends may be reaped before the box's
+    // pid 1 is a zombie (it is still killing the rest): exiting counts.
+    if ended.borrow().is_none() && sandbox::process_alive(pid1) && !sandbox::process_exiting(pid1) {
         return None;
     }
     let wait = ended.wait_for(Option::is_some);

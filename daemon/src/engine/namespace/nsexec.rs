@@ -288,7 +288,7 @@ fn serve(args: &[OsString], sock: &OwnedFd) -> std::result::Result<(), String> {
                 Received::Nothing => {}
                 Received::Eof => return Ok(()), // the supervisor is gone
                 Received::Request(spawn, stdio) => {
-                    let reply = fork_command(&spawn, stdio, &the_box, &mut found, &sfd, sock);
+                    let reply = fork_command(&spawn, stdio, &the_box, &mut found);
                     reply_to(sock, &reply)?;
                 }
             }
@@ -375,8 +375,6 @@ fn fork_command(
     stdio: [OwnedFd; 3],
     the_box: &Joins,
     found: &mut std::collections::HashMap<(String, String), CString>,
-    sfd: &nix::sys::signalfd::SignalFd,
-    sock: &OwnedFd,
 ) -> Reply {
     let argv: Vec<CString> = match spawn
         .argv
@@ -447,7 +445,6 @@ fn fork_command(
                 &stdio,
                 spawn.tty,
                 the_box,
-                [sock.as_raw_fd(), sfd.as_fd().as_raw_fd()],
                 err_w.as_raw_fd(),
             );
             let _ = nix::unistd::write(&err_w, &failed.to_ne_bytes());
@@ -506,7 +503,6 @@ fn child(
     stdio: &[OwnedFd; 3],
     tty: bool,
     the_box: &Joins,
-    close: [RawFd; 2],
     keep: RawFd,
 ) -> i32 {
     // SAFETY: plain syscalls in the forked child of a single-threaded
@@ -514,9 +510,6 @@ fn child(
     unsafe {
         let empty: libc::sigset_t = std::mem::zeroed();
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-        for fd in close {
-            libc::close(fd);
-        }
         for (i, fd) in stdio.iter().enumerate() {
             if libc::dup2(fd.as_raw_fd(), i as i32) < 0 {
                 return *libc::__errno_location();
@@ -551,8 +544,9 @@ fn child(
             return super::confine::STEP_CHDIR;
         }
         libc::umask(0o022);
-        // Nothing but stdio reaches the command (the error pipe, kept to
-        // report a failed exec, closes on exec).
+        // Nothing but stdio reaches the command: not the zygote's socket
+        // or signalfd, nor anything else (the error pipe, kept to report a
+        // failed exec, closes on exec).
         super::helper::close_range(3, (keep - 1) as u32);
         super::helper::close_range((keep + 1) as u32, u32::MAX);
     }

@@ -36,6 +36,14 @@ pub struct Supervisor {
     ended: watch::Receiver<Option<String>>,
 }
 
+/// How an exec ends whose supervisor went away before it said.
+fn lost() -> ExitStatus {
+    ExitStatus {
+        error: Some("the command was lost: its box's supervisor went away".into()),
+        ..Default::default()
+    }
+}
+
 fn gone() -> Error {
     Error::Engine("the box's supervisor is gone (the box ended)".into())
 }
@@ -195,7 +203,7 @@ impl Supervisor {
 
     /// Starts a command; its first subscription reads from the start.
     pub async fn run(self: &Arc<Self>, spec: RunSpec) -> Result<Started> {
-        let id = spec.id.clone();
+        let id = spec.spec.id.clone();
         self.exits
             .lock()
             .expect("exits")
@@ -278,10 +286,7 @@ async fn watch_pushes(
     for tx in exits.lock().expect("exits").values() {
         tx.send_if_modified(|s| {
             if s.is_none() {
-                *s = Some(ExitStatus {
-                    error: Some("the command was lost: its box's supervisor went away".into()),
-                    ..Default::default()
-                });
+                *s = Some(lost());
                 true
             } else {
                 false
@@ -440,10 +445,6 @@ impl ExecHandle for RemoteExec {
                 .entry(self.id.clone())
                 .or_insert_with(|| watch::channel(None).0)
                 .subscribe()
-        };
-        let lost = || ExitStatus {
-            error: Some("the command was lost: its box's supervisor went away".into()),
-            ..Default::default()
         };
         let mut rx = rx;
         let mut ended = self.sup.ended();

@@ -11,7 +11,7 @@
 //!
 //! Invariants: only its own uid may connect; an exec's exit is recorded
 //! after its last output; nothing a connection sends can crash it (bad
-//! frames end that connection); it keeps at most [`KEEP_EXITED`] exited
+//! frames end that connection); it keeps at most `exec_log::KEEP_EXITED` exited
 //! execs.
 
 use std::collections::HashMap;
@@ -34,8 +34,6 @@ use crate::exec_log::Offsets;
 
 /// The argument that selects this mode in `main`.
 pub const HELPER_ARG: &str = "__supervise";
-/// Exited execs kept, with their last output.
-const KEEP_EXITED: usize = 32;
 /// How long an ended box's supervisor waits for its execs' output to be
 /// read before it goes.
 const LINGER: Duration = Duration::from_secs(10);
@@ -246,21 +244,6 @@ struct Exec {
     local: Arc<LocalExec>,
 }
 
-fn error_reply(e: &Error) -> Reply {
-    Reply::Error {
-        code: match e {
-            Error::InvalidArgument(_) => "invalid",
-            Error::NotFound(_) => "not_found",
-            Error::FailedPrecondition(_) => "precondition",
-            Error::AlreadyExists(_) => "exists",
-            Error::ResourceExhausted(_) => "exhausted",
-            _ => "engine",
-        }
-        .into(),
-        message: e.to_string(),
-    }
-}
-
 impl Sup {
     fn exec(&self, id: &str) -> Result<Arc<Exec>> {
         self.execs
@@ -272,7 +255,8 @@ impl Sup {
     }
 
     /// Starts a command through the zygote; its output goes to a new log.
-    async fn run(self: &Arc<Self>, spec: RunSpec) -> Result<Arc<Exec>> {
+    async fn run(self: &Arc<Self>, run: RunSpec) -> Result<Arc<Exec>> {
+        let (spec, started_at_ms) = (run.spec, run.started_at_ms);
         if self.ended.borrow().is_some() {
             return Err(Error::FailedPrecondition("the box is not running".into()));
         }
@@ -294,7 +278,7 @@ impl Sup {
                 tty: spec.tty.is_some(),
                 detach: spec.detach,
                 stdin: spec.stdin,
-                started_at_ms: spec.started_at_ms,
+                started_at_ms,
                 exit: None,
             }),
             local,
@@ -321,27 +305,15 @@ impl Sup {
 
     fn prune(&self) {
         let mut table = self.execs.lock().expect("exec table");
-        let mut exited: Vec<(i64, String)> = table
-            .values()
-            .filter_map(|e| {
-                let info = e.info.lock().expect("exec info");
-                info.exit
-                    .as_ref()
-                    .map(|_| (info.started_at_ms, info.id.clone()))
-            })
-            .collect();
-        if exited.len() <= KEEP_EXITED {
-            return;
-        }
-        exited.sort();
-        for (_, id) in &exited[..exited.len() - KEEP_EXITED] {
-            table.remove(id);
-        }
+        crate::exec_log::prune_exited(&mut table, |e| {
+            let info = e.info.lock().expect("exec info");
+            info.exit.as_ref().map(|_| info.started_at_ms)
+        });
     }
 
     /// The process of `spec`: stdio made here, the command forked by the
     /// zygote.
-    async fn spawn(self: &Arc<Self>, spec: &RunSpec) -> Result<(Process, i32)> {
+    async fn spawn(self: &Arc<Self>, spec: &crate::engine::ExecSpec) -> Result<(Process, i32)> {
         use tokio::net::unix::pipe;
         let pipe_pair = || {
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
@@ -403,7 +375,11 @@ impl Sup {
         let (pid, exit): (i32, futures::future::BoxFuture<'static, ExitStatus>) = match reply {
             Spawned::Pid(pid, rx) => {
                 let sup = self.clone();
-                let ooms_before = self.start.cgroup.oom_kills();
+                // (Read only where a limit can kill: not on every exec.)
+                let ooms_before = match self.start.limits.memory_bytes {
+                    Some(_) => self.start.cgroup.oom_kills(),
+                    None => 0,
+                };
                 (
                     pid,
                     Box::pin(async move {
@@ -443,6 +419,7 @@ impl Sup {
         }
         if status.signal == Some(libc::SIGKILL)
             && status.error.is_none()
+            && self.start.limits.memory_bytes.is_some()
             && self.start.cgroup.oom_kills() > ooms_before
         {
             status.error = Some(super::super::out_of_memory(&self.start.limits));
@@ -635,27 +612,27 @@ async fn connection(sup: Arc<Sup>, stream: UnixStream) {
         Request::Hello => return hello(sup, r, w).await,
         Request::Run(spec) => match sup.run(spec).await {
             Ok(exec) => return subscription(exec, Offsets::default(), r, w).await,
-            Err(e) => error_reply(&e),
+            Err(e) => Reply::error(&e),
         },
         Request::Attach { id, from } => match sup.exec(&id) {
             Ok(exec) => return subscription(exec, from, r, w).await,
-            Err(e) => error_reply(&e),
+            Err(e) => Reply::error(&e),
         },
         Request::Stdin { id } => match sup.exec(&id) {
             Ok(exec) => return stdin(exec, r, w).await,
-            Err(e) => error_reply(&e),
+            Err(e) => Reply::error(&e),
         },
         Request::CloseStdin { id } => match sup.exec(&id) {
             Ok(exec) => done(exec.local.close_stdin().await),
-            Err(e) => error_reply(&e),
+            Err(e) => Reply::error(&e),
         },
         Request::Signal { id, signal } => match sup.exec(&id) {
             Ok(exec) => done(exec.local.signal(signal).await),
-            Err(e) => error_reply(&e),
+            Err(e) => Reply::error(&e),
         },
         Request::Resize { id, rows, cols } => match sup.exec(&id) {
             Ok(exec) => done(exec.local.resize(rows, cols).await),
-            Err(e) => error_reply(&e),
+            Err(e) => Reply::error(&e),
         },
         Request::Stop { force } => {
             sup.stops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -686,7 +663,7 @@ async fn connection(sup: Arc<Sup>, stream: UnixStream) {
 fn done(r: Result<()>) -> Reply {
     match r {
         Ok(()) => Reply::Done,
-        Err(e) => error_reply(&e),
+        Err(e) => Reply::error(&e),
     }
 }
 
@@ -806,7 +783,7 @@ async fn stdin(
         };
         let reply = match exec.local.write_stdin(at, data).await {
             Ok(n) => Reply::Taken(n),
-            Err(e) => error_reply(&e),
+            Err(e) => Reply::error(&e),
         };
         if wire::write(&mut w, &Frame::json(&reply)).await.is_err() {
             return;

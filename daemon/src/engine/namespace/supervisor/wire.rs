@@ -70,17 +70,12 @@ pub enum Ready {
     Failed { kind: String, message: String },
 }
 
-/// A command to start in the box (environment and directory merged).
+/// A command to start in the box (environment and directory merged with
+/// the image's and the box's).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunSpec {
-    pub id: String,
-    pub command: String,
-    pub args: Vec<String>,
-    pub env: Vec<(String, String)>,
-    pub working_dir: String,
-    pub stdin: bool,
-    pub tty: Option<(u16, u16)>,
-    pub detach: bool,
+    #[serde(flatten)]
+    pub spec: crate::engine::ExecSpec,
     pub started_at_ms: i64,
 }
 
@@ -135,6 +130,24 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// The daemon's error as a `Reply::Error` (the inverse of
+    /// [`Reply::into_error`]: the one mapping, both ways).
+    pub fn error(e: &crate::error::Error) -> Reply {
+        use crate::error::Error;
+        let code = match e {
+            Error::InvalidArgument(_) => "invalid",
+            Error::NotFound(_) => "not_found",
+            Error::FailedPrecondition(_) => "precondition",
+            Error::AlreadyExists(_) => "exists",
+            Error::ResourceExhausted(_) => "exhausted",
+            _ => "engine",
+        };
+        Reply::Error {
+            code: code.into(),
+            message: e.to_string(),
+        }
+    }
+
     /// A `Reply::Error` as the daemon's error.
     pub fn into_error(code: &str, message: String) -> crate::error::Error {
         use crate::error::Error;
