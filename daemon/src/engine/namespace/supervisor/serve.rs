@@ -158,6 +158,9 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
         execs: Mutex::new(HashMap::new()),
         pushes: broadcast::channel(256).0,
         stops: Default::default(),
+        socket_ino: std::fs::metadata(start.dir.join(wire::SOCKET))
+            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+            .ok(),
         start,
     });
     {
@@ -172,8 +175,6 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
     }
     let drained = drained(sup.clone());
     tokio::pin!(drained);
-    let socket = sup.start.dir.join(wire::SOCKET);
-    let inode = std::fs::metadata(&socket).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
     let mut tick = tokio::time::interval(Duration::from_secs(2));
     loop {
         tokio::select! {
@@ -186,20 +187,20 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
             _ = tick.tick() => {
                 // The box's state is gone (removed by hand, or another
                 // supervisor took its place): nothing can reach this box
-                // any more, so it stops.
-                let now = std::fs::metadata(&socket).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
-                if now.ok() != inode.as_ref().ok().copied() {
-                    tracing::warn!(box_name = %sup.start.box_name, "the box's socket is gone; stopping it");
-                    if let Some(sandbox) = sup.sandbox.lock().await.take() {
+                // any more, so it stops (unless it was stopped already).
+                if sup.socket_ino() != sup.socket_ino {
+                    let sandbox = sup.sandbox.lock().await.take();
+                    if let Some(sandbox) = sandbox {
+                        tracing::warn!(box_name = %sup.start.box_name, "the box's socket is gone; stopping it");
                         sandbox.stop(true).await;
+                        return 0;
                     }
-                    return 0;
                 }
             }
         }
     }
     drop(proxy);
-    let _ = std::fs::remove_file(sup.start.dir.join(wire::SOCKET));
+    sup.release_socket();
     0
 }
 
@@ -237,6 +238,9 @@ struct Sup {
     pushes: broadcast::Sender<Push>,
     /// Stops under way: the supervisor answers them before it goes.
     stops: std::sync::atomic::AtomicUsize,
+    /// Its socket's inode: the path is another supervisor's once that
+    /// differs (a start of the box right after a stop).
+    socket_ino: Option<u64>,
 }
 
 struct Exec {
@@ -245,6 +249,19 @@ struct Exec {
 }
 
 impl Sup {
+    fn socket_ino(&self) -> Option<u64> {
+        std::fs::metadata(self.start.dir.join(wire::SOCKET))
+            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+            .ok()
+    }
+
+    /// Removes the socket, if it is still this supervisor's.
+    fn release_socket(&self) {
+        if self.socket_ino.is_some() && self.socket_ino() == self.socket_ino {
+            let _ = std::fs::remove_file(self.start.dir.join(wire::SOCKET));
+        }
+    }
+
     fn exec(&self, id: &str) -> Result<Arc<Exec>> {
         self.execs
             .lock()
@@ -652,6 +669,8 @@ async fn connection(sup: Arc<Sup>, stream: UnixStream) {
                 let _ = tokio::time::timeout(Duration::from_secs(5), e.local.wait()).await;
             }
             sup.zygote.end().await;
+            // The path is free for the box's next start before the answer.
+            sup.release_socket();
             let _ = wire::write(&mut w, &Frame::json(&Reply::Done)).await;
             sup.stops.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             return;
