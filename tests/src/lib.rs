@@ -604,13 +604,19 @@ impl Jsonl {
 
     /// The `exit` event of `exec_id`, read already or read now.
     pub fn exit_of(&mut self, exec_id: &str) -> serde_json::Value {
-        let is_exit = |f: &serde_json::Value| f["type"] == "exit" && f["execId"] == exec_id;
-        if let Some(f) = self.seen.iter().find(|f| is_exit(f)) {
+        self.frame_where(|f| f["type"] == "exit" && f["execId"] == exec_id)
+    }
+
+    /// The first frame, read already or read now, that `matches`. Events
+    /// travel apart from replies, so one may come after the reply to the
+    /// request that caused it.
+    pub fn frame_where(&mut self, matches: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        if let Some(f) = self.seen.iter().find(|f| matches(f)) {
             return f.clone();
         }
         loop {
             let f = self.next_frame();
-            if f["type"] == "exit" && f["execId"] == exec_id {
+            if matches(&f) {
                 return f;
             }
         }
