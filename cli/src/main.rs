@@ -381,6 +381,7 @@ pub fn box_spec(
             .iter()
             .map(|s| spec::parse_secret(s))
             .collect::<Result<_, _>>()?,
+        ports: Vec::new(),
     })
 }
 

@@ -43,6 +43,18 @@ pub struct BoxSpec {
     /// in a reply, a log line or the box.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<crate::egress::Secret>,
+    /// Box ports published on the host while the box runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<PortMapping>,
+}
+
+/// A published port (TCP): connections to `host_ip:host_port` are relayed
+/// to `box_port` inside the box. `host_port` 0 asks for any free port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortMapping {
+    pub host_ip: std::net::IpAddr,
+    pub host_port: u16,
+    pub box_port: u16,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,5 +1,11 @@
 //! The gRPC service: translates requests into registry and exec calls.
 //! It holds no state of its own and maps every error through `error.rs`.
+//! Files (`files.rs`), stats (`stats.rs`) and snapshots, clones and
+//! archives (`snapshots.rs`) are served from modules of their own.
+
+mod files;
+mod snapshots;
+mod stats;
 
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -46,6 +52,13 @@ impl Service {
             running_execs: self.execs.running_in(&r.name),
             error: r.error.clone(),
             disk_bytes,
+            ports: self
+                .registry
+                .engine()
+                .published(r)
+                .iter()
+                .map(port_to_proto)
+                .collect(),
         }
     }
 
@@ -173,6 +186,16 @@ pub fn spec_to_proto(s: &registry::BoxSpec) -> v1::BoxSpec {
                 value: String::new(),
             })
             .collect(),
+        ports: s.ports.iter().map(port_to_proto).collect(),
+    }
+}
+
+pub fn port_to_proto(p: &registry::PortMapping) -> v1::PortMapping {
+    v1::PortMapping {
+        host_ip: p.host_ip.to_string(),
+        host_port: p.host_port.into(),
+        box_port: p.box_port.into(),
+        protocol: "tcp".into(),
     }
 }
 
@@ -475,6 +498,88 @@ impl Boxd for Service {
             .await?;
         let in_use = self.in_use().await;
         Ok(Response::new(with_users(info, &in_use)))
+    }
+
+    type CopyOutStream = Stream2<v1::CopyOutResponse>;
+
+    async fn copy_out(
+        &self,
+        req: Request<v1::CopyOutRequest>,
+    ) -> Result<Response<Self::CopyOutStream>, Status> {
+        Ok(Response::new(self.serve_copy_out(req.into_inner()).await?))
+    }
+
+    async fn copy_in(
+        &self,
+        req: Request<Streaming<v1::CopyInRequest>>,
+    ) -> Result<Response<v1::CopyInResponse>, Status> {
+        Ok(Response::new(self.serve_copy_in(req.into_inner()).await?))
+    }
+
+    type BoxStatsStream = Stream2<v1::BoxStatsResponse>;
+
+    async fn box_stats(
+        &self,
+        req: Request<v1::BoxStatsRequest>,
+    ) -> Result<Response<Self::BoxStatsStream>, Status> {
+        Ok(Response::new(self.serve_stats(req.into_inner()).await?))
+    }
+
+    async fn create_snapshot(
+        &self,
+        req: Request<v1::CreateSnapshotRequest>,
+    ) -> Result<Response<v1::SnapshotInfo>, Status> {
+        Ok(Response::new(
+            self.serve_create_snapshot(req.into_inner()).await?,
+        ))
+    }
+
+    async fn list_snapshots(
+        &self,
+        req: Request<v1::ListSnapshotsRequest>,
+    ) -> Result<Response<v1::ListSnapshotsResponse>, Status> {
+        Ok(Response::new(
+            self.serve_list_snapshots(req.into_inner()).await?,
+        ))
+    }
+
+    async fn restore_snapshot(
+        &self,
+        req: Request<v1::RestoreSnapshotRequest>,
+    ) -> Result<Response<v1::RestoreSnapshotResponse>, Status> {
+        Ok(Response::new(
+            self.serve_restore_snapshot(req.into_inner()).await?,
+        ))
+    }
+
+    async fn remove_snapshot(
+        &self,
+        req: Request<v1::RemoveSnapshotRequest>,
+    ) -> Result<Response<v1::RemoveSnapshotResponse>, Status> {
+        Ok(Response::new(
+            self.serve_remove_snapshot(req.into_inner()).await?,
+        ))
+    }
+
+    async fn clone_box(
+        &self,
+        req: Request<v1::CloneBoxRequest>,
+    ) -> Result<Response<v1::CreateBoxResponse>, Status> {
+        Ok(Response::new(self.serve_clone(req.into_inner()).await?))
+    }
+
+    async fn export_box(
+        &self,
+        req: Request<v1::ExportBoxRequest>,
+    ) -> Result<Response<v1::ExportBoxResponse>, Status> {
+        Ok(Response::new(self.serve_export(req.into_inner()).await?))
+    }
+
+    async fn import_box(
+        &self,
+        req: Request<v1::ImportBoxRequest>,
+    ) -> Result<Response<v1::CreateBoxResponse>, Status> {
+        Ok(Response::new(self.serve_import(req.into_inner()).await?))
     }
 }
 

@@ -88,6 +88,7 @@ pub fn box_spec(s: v1::BoxSpec, protected: &[(&str, &Path)]) -> Result<BoxSpec> 
         env,
         working_dir,
         secrets,
+        ports: Vec::new(),
     })
 }
 

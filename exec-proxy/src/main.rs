@@ -175,6 +175,7 @@ async fn run(args: Args) -> Result<u8, ProxyError> {
                     .iter()
                     .map(|s| spec::parse_secret(s))
                     .collect::<Result<_, _>>()?,
+                ports: Vec::new(),
             };
             let created = client
                 .create_box(v1::CreateBoxRequest {

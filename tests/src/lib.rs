@@ -610,7 +610,10 @@ impl Jsonl {
     /// The first frame, read already or read now, that `matches`. Events
     /// travel apart from replies, so one may come after the reply to the
     /// request that caused it.
-    pub fn frame_where(&mut self, matches: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    pub fn frame_where(
+        &mut self,
+        matches: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
         if let Some(f) = self.seen.iter().find(|f| matches(f)) {
             return f.clone();
         }

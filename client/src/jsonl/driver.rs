@@ -399,6 +399,7 @@ impl Driver {
                         .into_iter()
                         .map(SecretParams::into_proto)
                         .collect::<Result<_, _>>()?,
+                    ports: Vec::new(),
                 };
                 let mut client = self.client()?;
                 self.pull_if_missing(&mut client, &req.id, &c.name, &spec.image)

@@ -24,7 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use boxd_proto::v1;
 
 use crate::error::Error;
-use crate::registry::BoxRecord;
+use crate::registry::{BoxRecord, PortMapping};
 
 /// The engine lines of `boxd doctor`: the microVM verdict, the BoxLite
 /// runtime files and their `mke2fs`.
@@ -252,6 +252,32 @@ pub struct Adopted {
     pub exit: Option<ExitStatus>,
 }
 
+/// Bytes in order (a tar archive of files); an error ends the stream.
+pub type ByteStream = futures::stream::BoxStream<'static, Result<bytes::Bytes, Error>>;
+
+/// What a running box uses, as an engine measures it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// CPU time of its processes since it started, when the engine counts it.
+    pub cpu_usec: Option<u64>,
+    /// CPU use as the engine itself reports it (100 = one core), when it
+    /// does not count time.
+    pub cpu_percent: Option<f64>,
+    pub memory_bytes: u64,
+    pub memory_limit_bytes: Option<u64>,
+    pub pids: u32,
+    pub net_rx_bytes: u64,
+    pub net_tx_bytes: u64,
+}
+
+/// A snapshot of a box's files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub name: String,
+    pub created_at_ms: i64,
+    pub size_bytes: u64,
+}
+
 /// Which boxes use which image: manifest digest → box names.
 pub type InUse = std::collections::HashMap<String, Vec<String>>;
 
@@ -317,6 +343,93 @@ pub trait Engine: Send + Sync + 'static {
     /// the engine can tell.
     async fn disk_usage(&self, _record: &BoxRecord) -> Option<u64> {
         None
+    }
+
+    /// The ports a running box publishes now (actual host ports).
+    fn published(&self, _record: &BoxRecord) -> Vec<PortMapping> {
+        Vec::new()
+    }
+
+    /// `path` in a running box as a tar stream of one top-level entry
+    /// named after its last component (a path ending in `/.`: the
+    /// directory's contents). Paths resolve inside the box.
+    async fn copy_out(
+        &self,
+        _record: &BoxRecord,
+        _path: &str,
+        _follow_symlinks: bool,
+    ) -> Result<ByteStream, Error> {
+        Err(self.unsupported("copying files out of a box"))
+    }
+
+    /// Unpacks a tar stream into a running box at `path`: into it when it
+    /// is a directory, else as it (its one top-level entry renamed).
+    /// Returns the archive bytes taken.
+    async fn copy_in(
+        &self,
+        _record: &BoxRecord,
+        _path: &str,
+        _archive: ByteStream,
+    ) -> Result<u64, Error> {
+        Err(self.unsupported("copying files into a box"))
+    }
+
+    /// What a running box uses now.
+    async fn stats(&self, _record: &BoxRecord) -> Result<Stats, Error> {
+        Err(self.unsupported("box stats"))
+    }
+
+    /// Records the box's files as snapshot `name`.
+    async fn snapshot_create(&self, _record: &BoxRecord, _name: &str) -> Result<Snapshot, Error> {
+        Err(self.unsupported("snapshots"))
+    }
+
+    async fn snapshot_list(&self, _record: &BoxRecord) -> Result<Vec<Snapshot>, Error> {
+        Err(self.unsupported("snapshots"))
+    }
+
+    /// Puts a stopped box's files back as snapshot `name` holds them.
+    async fn snapshot_restore(&self, _record: &BoxRecord, _name: &str) -> Result<(), Error> {
+        Err(self.unsupported("snapshots"))
+    }
+
+    async fn snapshot_remove(&self, _record: &BoxRecord, _name: &str) -> Result<(), Error> {
+        Err(self.unsupported("snapshots"))
+    }
+
+    /// Makes `target` (a new record, its directory made, spec copied) a
+    /// box with a copy of `source`'s files; `source` may be running.
+    async fn clone_box(&self, _source: &BoxRecord, _target: &BoxRecord) -> Result<Created, Error> {
+        Err(self.unsupported("cloning boxes"))
+    }
+
+    /// Writes `record` as a box archive at `path` (which must not exist);
+    /// returns its size.
+    async fn export(&self, _record: &BoxRecord, _path: &std::path::Path) -> Result<u64, Error> {
+        Err(self.unsupported("exporting boxes"))
+    }
+
+    /// Reads the spec an archive holds (checked as a create's would be
+    /// by the caller).
+    async fn archive_spec(
+        &self,
+        _path: &std::path::Path,
+    ) -> Result<crate::registry::BoxSpec, Error> {
+        Err(self.unsupported("importing boxes"))
+    }
+
+    /// Makes `target` (a new record with the archive's spec, its directory
+    /// made) the box an archive holds.
+    async fn import(&self, _path: &std::path::Path, _target: &BoxRecord) -> Result<Created, Error> {
+        Err(self.unsupported("importing boxes"))
+    }
+
+    /// The error for what this engine cannot do.
+    fn unsupported(&self, what: &str) -> Error {
+        Error::Unimplemented(format!(
+            "the {} engine does not support {what}",
+            self.info().name
+        ))
     }
 
     /// Stops every box the engine runs, before the daemon exits.

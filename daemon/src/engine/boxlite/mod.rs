@@ -743,6 +743,7 @@ mod tests {
                 placeholder: "PH".into(),
                 value: "v".into(),
             }],
+            ports: vec![],
         };
         let (o, warnings) = box_options(&s).unwrap();
         assert_eq!(o.secrets.len(), 1);
