@@ -368,6 +368,80 @@ impl boxd_server::Boxd for Fake {
     ) -> Result<Response<v1::ImageInfo>, Status> {
         Err(Status::unimplemented(""))
     }
+
+    type CopyOutStream = Events<v1::CopyOutResponse>;
+
+    async fn copy_out(
+        &self,
+        _: Request<v1::CopyOutRequest>,
+    ) -> Result<Response<Self::CopyOutStream>, Status> {
+        Err(Status::unimplemented(""))
+    }
+
+    type BoxStatsStream = Events<v1::BoxStatsResponse>;
+
+    async fn box_stats(
+        &self,
+        _: Request<v1::BoxStatsRequest>,
+    ) -> Result<Response<Self::BoxStatsStream>, Status> {
+        Err(Status::unimplemented(""))
+    }
+
+    async fn copy_in(
+        &self,
+        _: Request<Streaming<v1::CopyInRequest>>,
+    ) -> Result<Response<v1::CopyInResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+
+    async fn create_snapshot(
+        &self,
+        _: Request<v1::CreateSnapshotRequest>,
+    ) -> Result<Response<v1::SnapshotInfo>, Status> {
+        Err(Status::unimplemented(""))
+    }
+
+    async fn list_snapshots(
+        &self,
+        _: Request<v1::ListSnapshotsRequest>,
+    ) -> Result<Response<v1::ListSnapshotsResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+
+    async fn restore_snapshot(
+        &self,
+        _: Request<v1::RestoreSnapshotRequest>,
+    ) -> Result<Response<v1::RestoreSnapshotResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+
+    async fn remove_snapshot(
+        &self,
+        _: Request<v1::RemoveSnapshotRequest>,
+    ) -> Result<Response<v1::RemoveSnapshotResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+
+    async fn clone_box(
+        &self,
+        _: Request<v1::CloneBoxRequest>,
+    ) -> Result<Response<v1::CreateBoxResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+
+    async fn export_box(
+        &self,
+        _: Request<v1::ExportBoxRequest>,
+    ) -> Result<Response<v1::ExportBoxResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
+
+    async fn import_box(
+        &self,
+        _: Request<v1::ImportBoxRequest>,
+    ) -> Result<Response<v1::CreateBoxResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
 }
 
 /// A fake daemon serving on `socket`, whose connections can be cut.
