@@ -14,6 +14,7 @@ mod exec;
 mod image;
 mod output;
 mod service;
+mod stats;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -96,6 +97,8 @@ enum Command {
         #[command(subcommand)]
         action: image::Action,
     },
+    /// Show what running boxes use (CPU, memory, network, disk, processes).
+    Stats(stats::StatsArgs),
     /// Follow box state changes.
     Events,
     /// Check what this host can run and what is missing, with fixes.
@@ -315,6 +318,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
         Command::Attach(args) => attach::attach(ctx, args).await,
         Command::Logs(args) => attach::logs(ctx, args).await,
         Command::Image { action } => image::run(ctx, action).await,
+        Command::Stats(args) => stats::stats(ctx, args).await,
         Command::Events => {
             let mut stream = ctx
                 .client()

@@ -40,7 +40,7 @@ pub fn protocol() -> String {
 }
 
 /// The methods of the envelope.
-pub const METHODS: [&str; 11] = [
+pub const METHODS: [&str; 12] = [
     "host.describe",
     "box.create",
     "box.start",
@@ -51,6 +51,7 @@ pub const METHODS: [&str; 11] = [
     "box.stop",
     "box.remove",
     "box.list",
+    "box.stats",
     "shutdown",
 ];
 
@@ -191,6 +192,12 @@ async fn watch_boxes(mut client: Client, out: mpsc::Sender<Value>) {
 struct Empty {}
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatsParams {
+    names: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct MountParams {
     host_path: String,
@@ -313,6 +320,23 @@ struct ResizeParams {
 
 fn params<T: DeserializeOwned>(p: &Value) -> Result<T, Failure> {
     T::deserialize(p).map_err(|e| Failure::new(ErrorCode::InvalidParams, e.to_string()))
+}
+
+/// A box's resource use as `box.stats` and `boxctl stats --json` show it.
+pub fn stat_json(b: &v1::BoxStat) -> Value {
+    json!({
+        "boxId": b.id,
+        "name": b.name,
+        "cpuPercent": b.cpu_percent,
+        "cpuUsec": b.cpu_usec,
+        "memoryBytes": b.memory_bytes,
+        "memoryLimitBytes": b.memory_limit_bytes,
+        "pids": b.pids,
+        "diskBytes": b.disk_bytes,
+        "netRxBytes": b.net_rx_bytes,
+        "netTxBytes": b.net_tx_bytes,
+        "atMs": b.at_ms,
+    })
 }
 
 fn ok() -> Value {
@@ -462,6 +486,20 @@ impl Driver {
                         })
                         .collect(),
                 )
+            }
+            "box.stats" => {
+                let n: StatsParams = params(p)?;
+                let mut stream = self
+                    .client()?
+                    .box_stats(v1::BoxStatsRequest {
+                        names: n.names.unwrap_or_default(),
+                        stream: false,
+                        interval_ms: 0,
+                    })
+                    .await?
+                    .into_inner();
+                let sample = stream.message().await?.unwrap_or_default();
+                Value::Array(sample.boxes.iter().map(stat_json).collect())
             }
             "box.exec" => {
                 self.clone().exec(req).await?;

@@ -27,6 +27,8 @@
 
 mod policy;
 mod proxy;
+mod traffic;
 
 pub use policy::{AllowList, PolicyError, Secret, Secrets};
 pub use proxy::{MAX_CONNECTIONS, Proxy};
+pub use traffic::Traffic;

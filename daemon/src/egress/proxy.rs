@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::policy::{AllowList, Secrets};
+use super::traffic::{Traffic, Upstream};
 
 /// Connections served at once by one proxy.
 pub const MAX_CONNECTIONS: usize = 256;
@@ -79,6 +80,8 @@ pub struct Proxy {
     box_name: String,
     /// [`BODY_BUDGET`], one permit per buffered body byte.
     bodies: Semaphore,
+    /// Bytes to and from upstreams.
+    traffic: Arc<Traffic>,
 }
 
 impl Proxy {
@@ -101,7 +104,13 @@ impl Proxy {
             aliases,
             box_name: box_name.into(),
             bodies: Semaphore::new(BODY_BUDGET as usize),
+            traffic: Arc::default(),
         }
+    }
+
+    /// The bytes this proxy moved to and from the network.
+    pub fn traffic(&self) -> Arc<Traffic> {
+        self.traffic.clone()
     }
 
     /// Serves `listener` until `shutdown` is cancelled, then closes every
@@ -188,7 +197,7 @@ impl Proxy {
             upstream.write_all(&head.rest).await?;
             tokio::io::copy_bidirectional_with_sizes(
                 client,
-                &mut upstream,
+                &mut *upstream,
                 COPY_BUFFER,
                 COPY_BUFFER,
             )
@@ -247,7 +256,7 @@ impl Proxy {
             ))
         })?;
         drop((body, budget));
-        if let Err(e) = exchange(client, &mut upstream, &head.rest, stream).await {
+        if let Err(e) = exchange(client, &mut *upstream, &head.rest, stream).await {
             debug!(box_name = %self.box_name, host, port = target.port, "request ended: {e}");
         }
         Ok(())
@@ -273,7 +282,7 @@ impl Proxy {
 
     /// Resolves `host` here, on the host side (after its alias), and
     /// connects to the first address that answers.
-    async fn connect(&self, host: &str, port: u16) -> Result<TcpStream, Reply> {
+    async fn connect(&self, host: &str, port: u16) -> Result<Upstream, Reply> {
         let bare = unbracket(host);
         let (dial, shown) = match self.aliases.get(&alias_key(bare)) {
             Some(to) => (unbracket(to), format!("{host} ({to})")),
@@ -292,7 +301,7 @@ impl Proxy {
             match timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
                 Ok(Ok(stream)) => {
                     let _ = stream.set_nodelay(true);
-                    return Ok(stream);
+                    return Ok(self.traffic.track(stream));
                 }
                 Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
                     why = format!("{addr} refused the connection");

@@ -312,6 +312,31 @@ impl Engine for BoxliteEngine {
         })
     }
 
+    async fn stats(&self, record: &BoxRecord) -> Result<super::Stats> {
+        let (info, handle) = self
+            .handle(record)
+            .await?
+            .ok_or_else(|| Self::missing(record))?;
+        // metrics() boots a box that is not running: never let it.
+        if !info.status.is_running() {
+            return Err(Error::FailedPrecondition(format!(
+                "the box's microVM is {}, not running; start the box first",
+                info.status
+            )));
+        }
+        let m = handle
+            .metrics()
+            .await
+            .map_err(|e| map_err("read the microVM's metrics", e))?;
+        Ok(vm_stats(
+            m.cpu_percent(),
+            m.memory_bytes(),
+            m.network_bytes_received(),
+            m.network_bytes_sent(),
+            &record.spec,
+        ))
+    }
+
     async fn shutdown(&self) {
         // Detached boxes (all of ours) are left running by design; boxd's
         // registry stops the ones it wants stopped before calling this.
@@ -440,6 +465,27 @@ fn exit_status(r: &ExecResult) -> ExitStatus {
 }
 
 /// Turns a BoxLite execution into boxd's [`Process`].
+/// boxd's stats from what BoxLite measures of a VM: its CPU use as a
+/// percentage (no time), its memory, its network bytes; the VM's memory
+/// size is its limit (BoxLite's default, 1 GiB, when the spec sets none).
+fn vm_stats(
+    cpu_percent: Option<f32>,
+    memory_bytes: Option<u64>,
+    received: Option<u64>,
+    sent: Option<u64>,
+    spec: &crate::registry::BoxSpec,
+) -> super::Stats {
+    super::Stats {
+        cpu_usec: None,
+        cpu_percent: Some(f64::from(cpu_percent.unwrap_or(0.0))),
+        memory_bytes: memory_bytes.unwrap_or(0),
+        memory_limit_bytes: Some(u64::from(spec.memory_mib.unwrap_or(1024)) << 20),
+        pids: 0,
+        net_rx_bytes: received.unwrap_or(0),
+        net_tx_bytes: sent.unwrap_or(0),
+    }
+}
+
 async fn process(
     mut execution: Execution,
     want_stdin: bool,
@@ -713,6 +759,21 @@ mod tests {
             image: image.into(),
             ..BoxSpec::default()
         }
+    }
+
+    #[test]
+    fn vm_metrics_map_to_stats() {
+        let s = vm_stats(Some(150.5), Some(300 << 20), Some(7), Some(9), &spec("img"));
+        assert_eq!(s.cpu_usec, None, "BoxLite reports a percentage, not time");
+        assert_eq!(s.cpu_percent, Some(150.5));
+        assert_eq!(s.memory_bytes, 300 << 20);
+        assert_eq!(s.memory_limit_bytes, Some(1 << 30));
+        assert_eq!((s.net_rx_bytes, s.net_tx_bytes), (7, 9));
+        let mut sized = spec("img");
+        sized.memory_mib = Some(256);
+        let s = vm_stats(None, None, None, None, &sized);
+        assert_eq!(s.memory_limit_bytes, Some(256 << 20));
+        assert_eq!((s.cpu_percent, s.memory_bytes), (Some(0.0), 0));
     }
 
     #[test]

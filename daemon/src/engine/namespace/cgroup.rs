@@ -47,6 +47,14 @@ pub enum Cgroups {
     None(String),
 }
 
+/// Counters of a box's cgroups; `None` where no cgroup of the box counts it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CgroupUsage {
+    pub cpu_usec: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub pids: Option<u32>,
+}
+
 /// A box's cgroups.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct BoxCgroup {
@@ -280,6 +288,40 @@ impl BoxCgroup {
             .lines()
             .find_map(|l| l.strip_prefix("oom_kill ")?.trim().parse().ok())
             .unwrap_or(0)
+    }
+
+    /// What the box's cgroups count, where they count it: CPU time (v2
+    /// only: v1's is cpuacct, which boxd does not use), memory in use
+    /// (less inactive file cache, as `docker stats` shows it) and
+    /// processes.
+    pub fn usage(&self) -> CgroupUsage {
+        let read = |dir: &Path, file: &str| std::fs::read_to_string(dir.join(file)).ok();
+        let stat = |text: Option<String>, key: &str| -> Option<u64> {
+            text?.lines().find_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                (k == key).then(|| v.trim().parse().ok()).flatten()
+            })
+        };
+        let mut usage = CgroupUsage::default();
+        for dir in &self.dirs {
+            if let Some(n) = read(dir, "pids.current").and_then(|t| t.trim().parse().ok()) {
+                usage.pids = Some(n);
+            }
+            if dir.join("cgroup.controllers").exists() {
+                usage.cpu_usec = stat(read(dir, "cpu.stat"), "usage_usec");
+            }
+        }
+        if let Some((dir, v2)) = &self.memory {
+            let (current, inactive) = match v2 {
+                true => ("memory.current", "inactive_file"),
+                false => ("memory.usage_in_bytes", "total_inactive_file"),
+            };
+            if let Some(used) = read(dir, current).and_then(|t| t.trim().parse::<u64>().ok()) {
+                let cache = stat(read(dir, "memory.stat"), inactive).unwrap_or(0);
+                usage.memory_bytes = Some(used.saturating_sub(cache));
+            }
+        }
+        usage
     }
 
     /// Removes the box's cgroups once its processes are gone (best effort:

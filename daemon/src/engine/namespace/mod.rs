@@ -35,6 +35,7 @@ pub mod nsexec;
 pub mod options;
 mod sandbox;
 pub mod supervisor;
+pub mod usage;
 pub mod userns;
 
 use std::collections::HashMap;
@@ -636,6 +637,23 @@ impl Engine for NamespaceEngine {
         tokio::task::spawn_blocking(move || disk_used(&own))
             .await
             .ok()
+    }
+
+    async fn stats(&self, record: &BoxRecord) -> Result<super::Stats> {
+        let (sup, _) = self.target(&record.id)?;
+        let u = sup.usage().await?;
+        let limits = box_limits(&record.spec);
+        Ok(super::Stats {
+            cpu_usec: Some(u.cpu_usec),
+            cpu_percent: None,
+            memory_bytes: u.memory_bytes,
+            memory_limit_bytes: limits
+                .memory_bytes
+                .filter(|_| self.cgroups.enforces("memory")),
+            pids: u.pids,
+            net_rx_bytes: u.net_rx_bytes,
+            net_tx_bytes: u.net_tx_bytes,
+        })
     }
 
     fn reports(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<Report>> {

@@ -235,6 +235,14 @@ impl Supervisor {
         })
     }
 
+    /// What the box uses now.
+    pub async fn usage(&self) -> Result<super::super::usage::Usage> {
+        match self.request(Request::Usage).await? {
+            Reply::Usage(u) => Ok(u),
+            other => Err(Error::Internal(format!("supervisor said {other:?}"))),
+        }
+    }
+
     /// Stops the box (every process in it ends; `force` skips the grace
     /// period) and waits for its supervisor to record it.
     pub async fn stop(&self, force: bool) -> Result<()> {

@@ -26,6 +26,7 @@ use tokio::sync::{broadcast, oneshot, watch};
 
 use super::super::nsexec::{self, Reply as ZReply, Spawn};
 use super::super::sandbox::Sandbox;
+use super::super::usage::{self, Usage};
 use super::wire::{self, ExecInfo, Frame, Push, Reply, Request, RunSpec, Start, Up};
 use crate::engine::exec::{ExecHandle, LocalExec};
 use crate::engine::{ExitStatus, Process, ProcessControl};
@@ -115,9 +116,12 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
             .egress
             .as_ref()
             .map(|_| super::super::egress::PROXY_PORT);
-        let proxy = match super::super::finish::finish(init, port).await? {
-            Some(listener) => Some(start_proxy(&start, listener)?),
-            None => None,
+        let (proxy, traffic) = match super::super::finish::finish(init, port).await? {
+            Some(listener) => {
+                let (guard, traffic) = start_proxy(&start, listener)?;
+                (Some(guard), Some(traffic))
+            }
+            None => (None, None),
         };
         let zygote = Zygote::start(&nsexec::Target {
             pid: init,
@@ -130,9 +134,9 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
             .map_err(|e| Error::io(format!("bind {}", path.display()), e))?;
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
             .map_err(|e| Error::io("chmod the supervisor's socket", e))?;
-        Ok::<_, Error>((proxy, zygote, listener))
+        Ok::<_, Error>((proxy, traffic, zygote, listener))
     };
-    let (proxy, zygote, listener) = match set_up.await {
+    let (proxy, traffic, zygote, listener) = match set_up.await {
         Ok(v) => v,
         Err(e) => {
             sandbox.stop(true).await;
@@ -155,6 +159,7 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
         ended: ended.clone(),
         sandbox: tokio::sync::Mutex::new(Some(sandbox)),
         zygote,
+        traffic,
         execs: Mutex::new(HashMap::new()),
         pushes: broadcast::channel(256).0,
         stops: Default::default(),
@@ -233,6 +238,8 @@ struct Sup {
     ended: watch::Receiver<Option<String>>,
     sandbox: tokio::sync::Mutex<Option<Sandbox>>,
     zygote: Zygote,
+    /// The egress proxy's byte counts, when the box has one.
+    traffic: Option<Arc<crate::egress::Traffic>>,
     execs: Mutex<HashMap<String, Arc<Exec>>>,
     /// To every `Hello` connection.
     pushes: broadcast::Sender<Push>,
@@ -498,8 +505,26 @@ enum Spawned {
     Fail(i32, String),
 }
 
+impl Sup {
+    /// What the box uses now: its processes (below its pid 1 and its
+    /// zygote) and its egress traffic.
+    fn usage(&self) -> Usage {
+        let roots: Vec<i32> = [Some(self.pid1), self.zygote.pid]
+            .into_iter()
+            .flatten()
+            .collect();
+        let (net_rx_bytes, net_tx_bytes) = self.traffic.as_ref().map_or((0, 0), |t| t.totals());
+        Usage {
+            net_rx_bytes,
+            net_tx_bytes,
+            ..usage::measure(&self.start.cgroup, &roots)
+        }
+    }
+}
+
 /// The supervisor's side of the zygote.
 struct Zygote {
+    pid: Option<i32>,
     sock: Arc<AsyncFd<OwnedFd>>,
     /// One request at a time: replies come in request order.
     lock: tokio::sync::Mutex<()>,
@@ -522,6 +547,7 @@ impl Zygote {
             unsafe { AsyncFd::register(sock) }.map_err(|e| Error::io("zygote socket", e.into()))?;
         let sock = Arc::new(sock);
         let zygote = Zygote {
+            pid: child.id().map(|p| p as i32),
             sock: sock.clone(),
             lock: tokio::sync::Mutex::new(()),
             pending: Arc::default(),
@@ -651,6 +677,7 @@ async fn connection(sup: Arc<Sup>, stream: UnixStream) {
             Ok(exec) => done(exec.local.resize(rows, cols).await),
             Err(e) => Reply::error(&e),
         },
+        Request::Usage => Reply::Usage(sup.usage()),
         Request::Stop { force } => {
             sup.stops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let sandbox = sup.sandbox.lock().await.take();
@@ -815,7 +842,7 @@ async fn stdin(
 fn start_proxy(
     start: &Start,
     listener: std::net::TcpListener,
-) -> Result<tokio_util::sync::DropGuard> {
+) -> Result<(tokio_util::sync::DropGuard, Arc<crate::egress::Traffic>)> {
     use crate::egress::{AllowList, Proxy, Secrets};
     let egress = start.egress.as_ref().expect("a box with a proxy");
     // Validated at create; an old record that no longer parses is refused.
@@ -833,7 +860,8 @@ fn start_proxy(
         "127.0.0.1".to_owned(),
     )]);
     let proxy = Arc::new(Proxy::new(start.box_name.clone(), allow, secrets, aliases));
+    let traffic = proxy.traffic();
     let stop = tokio_util::sync::CancellationToken::new();
     tokio::spawn(proxy.serve(listener, stop.clone()));
-    Ok(stop.drop_guard())
+    Ok((stop.drop_guard(), traffic))
 }

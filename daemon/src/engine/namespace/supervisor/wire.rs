@@ -96,12 +96,30 @@ pub struct ExecInfo {
 pub enum Request {
     Hello,
     Run(RunSpec),
-    Attach { id: String, from: Offsets },
-    Stdin { id: String },
-    CloseStdin { id: String },
-    Signal { id: String, signal: i32 },
-    Resize { id: String, rows: u16, cols: u16 },
-    Stop { force: bool },
+    Attach {
+        id: String,
+        from: Offsets,
+    },
+    Stdin {
+        id: String,
+    },
+    CloseStdin {
+        id: String,
+    },
+    Signal {
+        id: String,
+        signal: i32,
+    },
+    Resize {
+        id: String,
+        rows: u16,
+        cols: u16,
+    },
+    Stop {
+        force: bool,
+    },
+    /// What the box uses now.
+    Usage,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -120,6 +138,7 @@ pub enum Reply {
     },
     /// Stdin written up to this offset.
     Taken(u64),
+    Usage(super::super::usage::Usage),
     Done,
     /// `code`: the gRPC-ish class (`not_found`, `precondition`, `invalid`,
     /// `engine`), for the daemon's error mapping.
