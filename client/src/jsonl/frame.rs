@@ -74,7 +74,10 @@ impl ErrorCode {
     /// on its image, plus: `PERMISSION_DENIED` and `CANCELLED` mean boxd
     /// cannot be used (`unavailable`), `ABORTED` is a state conflict, and
     /// anything else is `internal`. `UNIMPLEMENTED` from boxd means a
-    /// feature the engine lacks, not an unknown envelope method.
+    /// feature the engine lacks, not an unknown envelope method, and
+    /// `RESOURCE_EXHAUSTED` a full disk or a limit such as `max-boxes`
+    /// (a state the user must change: `failed_precondition`), not an
+    /// overlong request line.
     ///
     /// [`grpc`]: ErrorCode::grpc
     pub fn from_grpc(code: Code) -> ErrorCode {
@@ -82,12 +85,12 @@ impl ErrorCode {
             Code::InvalidArgument | Code::OutOfRange => ErrorCode::InvalidParams,
             Code::NotFound => ErrorCode::NotFound,
             Code::AlreadyExists => ErrorCode::AlreadyExists,
-            Code::FailedPrecondition | Code::Aborted | Code::Unimplemented => {
-                ErrorCode::FailedPrecondition
-            }
+            Code::FailedPrecondition
+            | Code::Aborted
+            | Code::Unimplemented
+            | Code::ResourceExhausted => ErrorCode::FailedPrecondition,
             Code::Unavailable | Code::PermissionDenied | Code::Cancelled => ErrorCode::Unavailable,
             Code::DeadlineExceeded => ErrorCode::Timeout,
-            Code::ResourceExhausted => ErrorCode::TooLarge,
             Code::DataLoss => ErrorCode::ParseError,
             _ => ErrorCode::Internal,
         }
@@ -283,10 +286,19 @@ mod tests {
         for c in ErrorCode::ALL {
             assert!(seen.insert(c.grpc() as i32), "{c:?} shares a gRPC code");
             // boxd's own codes come back as themselves.
-            if !matches!(c, ErrorCode::UnknownMethod | ErrorCode::InvalidRequest) {
+            if !matches!(
+                c,
+                ErrorCode::UnknownMethod | ErrorCode::InvalidRequest | ErrorCode::TooLarge
+            ) {
                 assert_eq!(ErrorCode::from_grpc(c.grpc()), c, "{c:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_full_disk_or_a_limit_is_not_a_long_line() {
+        let full = crate::tonic::Status::resource_exhausted("no space left on the device");
+        assert_eq!(Failure::from(full).code, ErrorCode::FailedPrecondition);
     }
 
     proptest! {
