@@ -252,6 +252,7 @@ async fn run(
         home: paths.home.clone(),
         socket: paths.socket.clone(),
         shutdown: shutdown.clone(),
+        protocol: service::Service::protocol(),
     };
     let api = BoxdServer::new(service)
         .max_decoding_message_size(boxd_client::MAX_MESSAGE)

@@ -30,11 +30,26 @@ pub struct Service {
     pub home: PathBuf,
     pub socket: PathBuf,
     pub shutdown: CancellationToken,
+    /// The protocol `Describe` names: [`v1::PROTOCOL`] (see
+    /// [`Service::protocol`]).
+    pub protocol: String,
 }
 
 type Stream2<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 impl Service {
+    /// The protocol this daemon speaks. A debug build takes another from
+    /// `BOXD_TEST_PROTOCOL`, so the tests can stand up a daemon of another
+    /// version and check that every client refuses it; a release build
+    /// never reads it.
+    pub fn protocol() -> String {
+        #[cfg(debug_assertions)]
+        if let Ok(p) = std::env::var("BOXD_TEST_PROTOCOL") {
+            return p;
+        }
+        v1::PROTOCOL.to_owned()
+    }
+
     async fn info(&self, r: &BoxRecord) -> v1::BoxInfo {
         let disk_bytes = self.registry.engine().disk_usage(r).await;
         let engine = self.registry.engine().info();
@@ -207,10 +222,7 @@ impl Boxd for Service {
     ) -> Result<Response<v1::DescribeResponse>, Status> {
         let e = self.registry.engine().info();
         Ok(Response::new(v1::DescribeResponse {
-            // BOXD_TEST_PROTOCOL lets the tests stand up a daemon of another
-            // protocol version, to check that clients refuse it.
-            protocol: std::env::var("BOXD_TEST_PROTOCOL")
-                .unwrap_or_else(|_| v1::PROTOCOL.to_owned()),
+            protocol: self.protocol.clone(),
             daemon_version: env!("CARGO_PKG_VERSION").to_owned(),
             pid: std::process::id(),
             engine: e.name.to_owned(),
