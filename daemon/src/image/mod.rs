@@ -310,10 +310,9 @@ impl ImageStore {
         })
     }
 
-    /// Remove cached images whose digest is not in `keep`. Returns the removed digests, sorted.
-    /// Unpacks in progress (`tmp-*`) are left alone. Not wired to the API
-    /// yet: `boxctl image prune` arrives with registry pulls.
-    #[allow(dead_code)]
+    /// Removes cached images whose digest is not in `keep` (for `image
+    /// prune`, `local.rs`). Returns the removed digests, sorted. Unpacks in
+    /// progress (`tmp-*`) are left alone.
     pub async fn prune(&self, keep: &HashSet<String>) -> Result<Vec<String>, ImageError> {
         let root = self.root.clone();
         let cached = blocking(move || cached_digests(&root)).await?;
