@@ -79,10 +79,9 @@ impl Service {
 
     /// Host paths no mount may expose.
     fn protected(&self) -> [(&'static str, &std::path::Path); 2] {
-        let socket_dir = self.socket.parent().unwrap_or(&self.socket);
         [
             ("boxd's state directory", &self.home),
-            ("boxd's socket directory", socket_dir),
+            ("boxd's socket", &self.socket),
         ]
     }
 

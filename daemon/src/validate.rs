@@ -248,8 +248,10 @@ pub fn guest_path(what: &str, path: &str) -> Result<String> {
 /// A bind mount's host side: absolute, existing, canonicalized (so a
 /// symlink is judged by where it leads), not in the host's `/proc`, `/sys`
 /// or `/dev`, and neither inside nor a parent of any `protected` path:
-/// boxd's state directory (other boxes' files) and its socket's directory
-/// (a box that reached the socket could drive boxd).
+/// boxd's state directory (other boxes' files) and its socket (a box that
+/// reached it could drive boxd). A directory beside the socket is fine:
+/// with `--socket ~/boxd.sock`, projects under the home may be mounted,
+/// the home itself not.
 pub fn host_path(path: &str, protected: &[(&str, &Path)]) -> Result<PathBuf> {
     let p = Path::new(path);
     if !p.is_absolute() || path.contains('\0') {
@@ -424,9 +426,11 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let other = tempfile::tempdir().unwrap();
         let run = tempfile::tempdir().unwrap();
+        let socket = run.path().join("boxd.sock");
+        std::fs::write(&socket, "").unwrap();
         let protected = [
             ("boxd's state directory", state.path()),
-            ("boxd's socket directory", run.path()),
+            ("boxd's socket", socket.as_path()),
         ];
         let check = |p: &Path| host_path(p.to_str().unwrap(), &protected);
         assert!(check(other.path()).is_ok());
@@ -434,7 +438,12 @@ mod tests {
         assert!(check(&state.path().join("..")).is_err());
         assert!(check(state.path().parent().unwrap()).is_err());
         let err = check(run.path()).unwrap_err().to_string();
-        assert!(err.contains("socket directory"), "{err}");
+        assert!(err.contains("boxd's socket"), "{err}");
+        assert!(check(&socket).is_err());
+        // Beside the socket (a project in the home of `--socket ~/boxd.sock`).
+        let project = run.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        assert_eq!(check(&project).unwrap(), project.canonicalize().unwrap());
         // A symlink is judged by where it leads.
         let link = other.path().join("sneaky");
         std::os::unix::fs::symlink(run.path(), &link).unwrap();

@@ -1,7 +1,8 @@
 //! Any create or exec request: validation never panics, and whatever it
 //! accepts keeps the promises the rest of the daemon relies on (guest paths
 //! absolute and normalized, nothing mounted over `/`, `/proc` or `/dev`,
-//! no host path inside boxd's state or socket directories, environment
+//! no host path inside boxd's state directory or holding it or the
+//! socket, environment
 //! names without `=` or NUL, everything within its size bound).
 #![no_main]
 
@@ -69,7 +70,9 @@ fn spec(u: &mut Unstructured) -> Result<v1::BoxSpec> {
 
 fn check(u: &mut Unstructured) -> Result<()> {
     let (state, run) = dirs();
-    let protected = [("state", state.path()), ("socket", run.path())];
+    let socket = run.path().join("boxd.sock");
+    let _ = std::fs::write(&socket, "");
+    let protected = [("state", state.path()), ("socket", socket.as_path())];
     let name: String = u.arbitrary()?;
     if validate::box_name(&name).is_ok() {
         assert!((1..=64).contains(&name.len()));

@@ -111,7 +111,7 @@ async fn mounts_that_escape_or_cover_sensitive_paths_are_refused() {
         (
             to_socket.display().to_string(),
             "/w".into(),
-            "socket directory",
+            "boxd's socket",
         ),
         (
             to_root.display().to_string(),
@@ -126,7 +126,7 @@ async fn mounts_that_escape_or_cover_sensitive_paths_are_refused() {
         (
             d.socket.display().to_string(),
             "/w".into(),
-            "socket directory",
+            "boxd's socket",
         ),
         ("relative/path".into(), "/w".into(), "absolute"),
         ("/does/not/exist".into(), "/w".into(), "No such file"),
