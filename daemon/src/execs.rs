@@ -638,3 +638,152 @@ fn new_exec_id() -> String {
     let mut rng = rand::rng();
     format!("x{:016x}", rng.random::<u64>())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::engine::fake::FakeEngine;
+    use crate::registry::BoxSpec;
+
+    /// A registry with one running box, `b`, on the fake engine.
+    async fn running_box() -> (tempfile::TempDir, Arc<FakeEngine>, Arc<Execs>) {
+        let engine = Arc::new(FakeEngine::default());
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::open(dir.path().join("boxes"), engine.clone(), 0)
+            .await
+            .unwrap();
+        let spec = BoxSpec {
+            image: "/images/fake".into(),
+            ..BoxSpec::default()
+        };
+        registry.create("b", spec).await.unwrap();
+        registry.start("b").await.unwrap();
+        (dir, engine, Execs::new(Arc::new(registry)))
+    }
+
+    fn request(detach: bool) -> v1::ExecStart {
+        v1::ExecStart {
+            box_name: "b".into(),
+            command: "cmd".into(),
+            stdin: true,
+            detach,
+            ..Default::default()
+        }
+    }
+
+    type Events = mpsc::Receiver<std::result::Result<v1::ExecResponse, Status>>;
+
+    async fn start(execs: &Arc<Execs>, detach: bool) -> (String, Events) {
+        let (tx, rx) = mpsc::channel(4);
+        let attached = execs.start(request(detach), tx).await.unwrap();
+        (attached.session.id.clone(), rx)
+    }
+
+    /// Reads a client's stream to its end: stdout bytes, exits seen, and
+    /// whether anything came after the exit.
+    async fn drain(rx: &mut Events) -> (Vec<u8>, Vec<v1::ExecExit>) {
+        let (mut out, mut exits) = (Vec::new(), Vec::new());
+        while let Some(msg) = rx.recv().await {
+            match msg.unwrap().event.unwrap() {
+                Event::Stdout(b) => {
+                    assert!(exits.is_empty(), "output after the exit");
+                    out.extend_from_slice(&b);
+                }
+                Event::Exit(e) => exits.push(e),
+                _ => {}
+            }
+        }
+        (out, exits)
+    }
+
+    #[tokio::test]
+    async fn the_exit_comes_once_after_all_output() {
+        let (_dir, engine, execs) = running_box().await;
+        let (id, mut rx) = start(&execs, false).await;
+        let first = rx.recv().await.unwrap().unwrap();
+        assert!(matches!(first.event, Some(Event::Started(_))));
+        let mut p = engine.process(&id).await;
+        let data: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
+        let writer = tokio::spawn(async move {
+            p.stdout.write_all(&data).await.unwrap();
+            // The exit is sent while output may still be in the pipe.
+            p.exit(ExitStatus {
+                code: Some(3),
+                ..ExitStatus::default()
+            });
+            p.stdout.shutdown().await.unwrap();
+            (p, data)
+        });
+        let (out, exits) = drain(&mut rx).await;
+        let (_p, data) = writer.await.unwrap();
+        assert_eq!(out, data, "every byte, in order");
+        assert_eq!(exits.len(), 1, "{exits:?}");
+        assert_eq!(exits[0].code, Some(3));
+        assert!(execs.get(&id).unwrap().exited());
+    }
+
+    #[tokio::test]
+    async fn a_client_that_does_not_read_holds_the_command_back() {
+        let (_dir, engine, execs) = running_box().await;
+        let (id, mut rx) = start(&execs, false).await;
+        let mut p = engine.process(&id).await;
+        const TOTAL: u64 = 8 << 20;
+        let written = Arc::new(AtomicU64::new(0));
+        let counter = written.clone();
+        let writer = tokio::spawn(async move {
+            let chunk = vec![7u8; 64 << 10];
+            while counter.load(Ordering::SeqCst) < TOTAL {
+                p.stdout.write_all(&chunk).await.unwrap();
+                counter.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+            }
+            p.exit(ExitStatus {
+                code: Some(0),
+                ..ExitStatus::default()
+            });
+            p.stdout.shutdown().await.unwrap();
+            p
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The log's window, the pipe, the chunks in flight: far below 8 MiB.
+        let held = written.load(Ordering::SeqCst);
+        assert!(
+            held <= exec_log::WINDOW + (2 << 20),
+            "{held} bytes taken from a command nobody reads"
+        );
+        let (out, exits) = drain(&mut rx).await;
+        writer.await.unwrap();
+        assert_eq!(out.len() as u64, TOTAL);
+        assert_eq!(exits.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_exec_dies_with_its_client_unless_detached() {
+        let (_dir, engine, execs) = running_box().await;
+        let (id, rx) = start(&execs, false).await;
+        let p = engine.process(&id).await;
+        drop(rx);
+        execs.get(&id).unwrap().wait_done().await;
+        assert_eq!(*p.signals.lock().unwrap(), [libc::SIGKILL]);
+        assert_eq!(execs.get(&id).unwrap().exit().unwrap().signal, Some(9));
+
+        let (id, rx) = start(&execs, true).await;
+        let mut p = engine.process(&id).await;
+        drop(rx);
+        // It runs on: its stdin still reaches it, nobody signalled it.
+        let session = execs.get(&id).unwrap();
+        session
+            .write_stdin(Bytes::from_static(b"still here"))
+            .await
+            .unwrap();
+        let mut got = [0u8; 10];
+        p.stdin.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"still here");
+        assert!(p.signals.lock().unwrap().is_empty());
+        assert!(!session.exited());
+        assert_eq!(execs.running_in("b"), 1);
+    }
+}

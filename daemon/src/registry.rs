@@ -608,3 +608,122 @@ pub fn reuse_warnings(have: &BoxSpec, want: &BoxSpec) -> Vec<String> {
     }
     w
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::engine::fake::FakeEngine;
+
+    async fn open(engine: &Arc<FakeEngine>) -> (tempfile::TempDir, Arc<Registry>) {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::open(dir.path().join("boxes"), engine.clone(), 0)
+            .await
+            .unwrap();
+        (dir, Arc::new(registry))
+    }
+
+    fn spec() -> BoxSpec {
+        BoxSpec {
+            image: "/images/fake".into(),
+            ..BoxSpec::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn concurrent_creates_of_one_name_make_one_box() {
+        let engine = Arc::new(FakeEngine::default());
+        engine.script.lock().unwrap().create_delay = Duration::from_millis(50);
+        let (_dir, registry) = open(&engine).await;
+        let creates: Vec<_> = (0..8)
+            .map(|_| {
+                let r = registry.clone();
+                tokio::spawn(async move { r.create("same", spec()).await.unwrap() })
+            })
+            .collect();
+        let mut made = 0;
+        let mut ids = std::collections::HashSet::new();
+        for c in creates {
+            let outcome = c.await.unwrap();
+            made += usize::from(outcome.created);
+            ids.insert(outcome.record.id);
+        }
+        assert_eq!(made, 1, "one create makes it, the others reuse it");
+        assert_eq!(ids.len(), 1);
+        assert_eq!(engine.creates.lock().unwrap().as_slice(), ["same"]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_create_leaves_nothing_and_frees_the_name() {
+        let engine = Arc::new(FakeEngine::default());
+        let (dir, registry) = open(&engine).await;
+        let mut events = registry.subscribe();
+        engine.script.lock().unwrap().fail_create = Some(|| Error::Engine("no image".into()));
+        let e = registry.create("b", spec()).await.err().unwrap();
+        assert!(matches!(e, Error::Engine(_)), "{e:?}");
+        assert!(registry.list().await.is_empty());
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("boxes"))
+            .unwrap()
+            .collect();
+        assert!(left.is_empty(), "the box's directory went: {left:?}");
+        assert!(events.try_recv().is_err(), "no created event");
+        // The name is free again, and a restart finds nothing either.
+        engine.script.lock().unwrap().fail_create = None;
+        assert!(registry.create("b", spec()).await.unwrap().created);
+        let again = Registry::open(dir.path().join("boxes"), engine.clone(), 0)
+            .await
+            .unwrap();
+        assert_eq!(again.list().await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_failed_start_is_recorded_and_a_refused_one_changes_nothing() {
+        let engine = Arc::new(FakeEngine::default());
+        let (dir, registry) = open(&engine).await;
+        registry.create("c", spec()).await.unwrap();
+
+        engine.script.lock().unwrap().fail_start =
+            Some(|| Error::FailedPrecondition("cannot boot here".into()));
+        assert!(registry.start("c").await.is_err());
+        assert_eq!(registry.get("c").await.unwrap().state, State::Created);
+
+        engine.script.lock().unwrap().fail_start = Some(|| Error::Engine("it broke".into()));
+        assert!(registry.start("c").await.is_err());
+        let r = registry.get("c").await.unwrap();
+        assert_eq!((r.state, r.error.as_str()), (State::Failed, "it broke"));
+        // Recorded on disk before it was reported.
+        let again = Registry::open(dir.path().join("boxes"), engine.clone(), 0)
+            .await
+            .unwrap();
+        assert_eq!(again.get("c").await.unwrap().state, State::Failed);
+
+        engine.script.lock().unwrap().fail_start = None;
+        let (r, _) = registry.start("c").await.unwrap();
+        assert_eq!((r.state, r.error.as_str()), (State::Running, ""));
+        let (_, boot_ms) = registry.start("c").await.unwrap();
+        assert_eq!(boot_ms, 0, "starting a running box is a no-op");
+    }
+
+    #[tokio::test]
+    async fn max_boxes_and_remove_of_a_running_box() {
+        let engine = Arc::new(FakeEngine::default());
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::open(dir.path().join("boxes"), engine.clone(), 1)
+            .await
+            .unwrap();
+        registry.create("one", spec()).await.unwrap();
+        let e = registry.create("two", spec()).await.err().unwrap();
+        assert!(matches!(e, Error::ResourceExhausted(_)), "{e:?}");
+        registry.start("one").await.unwrap();
+        let e = registry.remove("one", false).await.err().unwrap();
+        assert!(matches!(e, Error::FailedPrecondition(_)), "{e:?}");
+        registry.remove("one", true).await.unwrap();
+        assert!(engine.running.lock().unwrap().is_empty(), "stopped first");
+        assert!(matches!(
+            registry.get("one").await.err().unwrap(),
+            Error::NotFound(_)
+        ));
+        registry.create("two", spec()).await.unwrap();
+    }
+}

@@ -123,11 +123,7 @@ async fn mounts_that_escape_or_cover_sensitive_paths_are_refused() {
             "/w".into(),
             "state directory",
         ),
-        (
-            d.socket.display().to_string(),
-            "/w".into(),
-            "boxd's socket",
-        ),
+        (d.socket.display().to_string(), "/w".into(), "boxd's socket"),
         ("relative/path".into(), "/w".into(), "absolute"),
         ("/does/not/exist".into(), "/w".into(), "No such file"),
         ("/proc".into(), "/w".into(), "no box may mount"),

@@ -12,6 +12,8 @@
 
 pub mod boxlite;
 pub mod exec;
+#[cfg(test)]
+pub mod fake;
 #[cfg(target_os = "linux")]
 pub mod namespace;
 
