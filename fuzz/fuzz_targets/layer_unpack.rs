@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use boxd::image::{ImageLimits, ImageStore};
+use boxd::image::{ImageLimits, RootfsCache};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use sha2::{Digest, Sha256};
@@ -239,7 +239,7 @@ fn check(data: &[u8]) -> Result<()> {
         max_size: CAP,
         ..ImageLimits::default()
     };
-    let store = ImageStore::new(images.clone(), limits, Default::default());
+    let store = RootfsCache::new(images.clone(), limits, Default::default());
     let result = w.runtime.block_on(store.load_layout(&layout));
 
     let mut host = Vec::new();

@@ -679,7 +679,7 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let store = super::super::ImageStore::new(
+        let store = super::super::RootfsCache::new(
             h.dir.path().join("images"),
             ImageLimits::default(),
             Default::default(),

@@ -5,7 +5,7 @@
 //! HOME/images/images.json        references → manifest digests, and each image's facts
 //! HOME/images/blobs/sha256/<hex> every blob, shared between images (pull.rs)
 //! HOME/images/layouts/<hex>/     an OCI layout per image whose `blobs` is the shared store
-//! HOME/images/<hex>/rootfs       the unpacked image (ImageStore in mod.rs)
+//! HOME/images/<hex>/rootfs       the unpacked image (RootfsCache in mod.rs)
 //! ```
 //!
 //! **Invariants:** `images.json` is replaced atomically and only after the
@@ -21,7 +21,7 @@ use boxd_proto::v1;
 use serde::{Deserialize, Serialize};
 
 use super::pull::{self, Blobs, Progress, Pulled};
-use super::{Image, ImageConfig, ImageError, ImageLimits, ImageStore};
+use super::{Image, ImageConfig, ImageError, ImageLimits, RootfsCache};
 
 /// `images.json`.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -68,7 +68,7 @@ impl Entry {
 pub struct LocalImages {
     root: PathBuf,
     limits: ImageLimits,
-    store: ImageStore,
+    store: RootfsCache,
     blobs: Blobs,
     catalog: tokio::sync::Mutex<Catalog>,
     pulls: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -90,7 +90,7 @@ impl LocalImages {
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
         LocalImages {
-            store: ImageStore::new(root.clone(), limits.clone(), ownership),
+            store: RootfsCache::new(root.clone(), limits.clone(), ownership),
             limits,
             blobs: Blobs::new(root.join("blobs")),
             catalog: tokio::sync::Mutex::new(catalog),
