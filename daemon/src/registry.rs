@@ -94,10 +94,15 @@ pub fn public_port_warnings(ports: &[PortMapping]) -> Vec<String> {
         .iter()
         .filter(|p| p.is_public())
         .map(|p| {
+            let on = match (p.host_ip.is_unspecified(), p.host_port) {
+                (true, 0) => format!("every address of this host ({})", p.host_ip),
+                (true, port) => format!("port {port} of every address of this host ({})", p.host_ip),
+                (false, 0) => p.host_ip.to_string(),
+                (false, _) => p.host_addr().to_string(),
+            };
             format!(
-                "box port {} is published on {}, which other machines can reach (use 127.0.0.1 to keep it to this host)",
-                p.box_port,
-                p.host_addr()
+                "box port {} is published on {on}, which other machines can reach (use 127.0.0.1 to keep it to this host)",
+                p.box_port
             )
         })
         .collect()
