@@ -227,6 +227,12 @@ async fn published_ports_keep_serving_across_daemon_restarts() {
 async fn a_taken_host_port_fails_the_start_clearly() {
     let d = Daemon::start();
     let mut c = d.client().await;
+    let describe = c
+        .describe(v1::DescribeRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(describe.capabilities.iter().any(|c| c == "net.publish"));
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
     create(

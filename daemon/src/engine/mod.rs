@@ -123,7 +123,7 @@ impl Isolation {
 
 /// What every engine supports, plus `extra`, as `Describe` lists them.
 pub fn capabilities(extra: &[&str]) -> Vec<String> {
-    const COMMON: [&str; 8] = [
+    const COMMON: [&str; 9] = [
         "exec.stdin",
         "exec.tty",
         "exec.signal",
@@ -132,6 +132,7 @@ pub fn capabilities(extra: &[&str]) -> Vec<String> {
         "exec.detach",
         "mounts.readOnly",
         "box.watch",
+        "net.publish",
     ];
     COMMON.iter().chain(extra).map(|c| c.to_string()).collect()
 }
