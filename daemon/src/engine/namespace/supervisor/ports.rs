@@ -168,22 +168,24 @@ async fn accept(
         };
         let (inside, stop) = (inside.clone(), stop.clone());
         tokio::spawn(async move {
-            tokio::select! {
-                _ = relay(host, box_port, inside.as_ref()) => {}
-                _ = stop.cancelled() => {}
+            // The connect runs to its answer even when the ports close:
+            // the zygote answers in order, and an answer nobody waits for
+            // would go to the next request.
+            if let Some(boxed) = connect(inside.as_ref(), box_port).await {
+                tokio::select! {
+                    _ = relay(host, boxed) => {}
+                    _ = stop.cancelled() => {}
+                }
             }
             drop(permit);
         });
     }
 }
 
-/// One connection: a socket in the box, then bytes both ways with each
-/// direction's end passed on (half-closes kept). A port nothing listens on
-/// in the box closes the host's connection.
-async fn relay(mut host: TcpStream, box_port: u16, inside: &dyn Inside) {
-    let Some(mut boxed) = connect(inside, box_port).await else {
-        return;
-    };
+/// One connection's bytes both ways, each direction's end passed on
+/// (half-closes kept). (A port nothing listens on in the box never gets
+/// here: the host's connection is closed.)
+async fn relay(mut host: TcpStream, mut boxed: TcpStream) {
     let _ = host.set_nodelay(true);
     let _ = boxed.set_nodelay(true);
     let _ = tokio::io::copy_bidirectional_with_sizes(&mut host, &mut boxed, BUFFER, BUFFER).await;
