@@ -83,8 +83,13 @@ fn bind_error(p: &PortMapping, e: std::io::Error) -> Error {
 impl Listeners {
     /// Serves every listener, relaying connections through `inside`.
     pub fn serve(self, inside: Arc<dyn Inside>) -> Result<Relays> {
+        self.serve_at_most(inside, MAX_CONNECTIONS)
+    }
+
+    /// [`serve`](Self::serve), relaying at most `max` connections at once.
+    fn serve_at_most(self, inside: Arc<dyn Inside>, max: usize) -> Result<Relays> {
         let stop = CancellationToken::new();
-        let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        let limit = Arc::new(Semaphore::new(max));
         let mut published = Vec::with_capacity(self.0.len());
         let mut tasks = Vec::with_capacity(self.0.len());
         for (port, listener) in self.0 {
@@ -297,6 +302,41 @@ mod tests {
         // EOF (or a reset), never a hang.
         let _ = c.read_to_end(&mut buf).await;
         assert!(buf.is_empty());
+        relays.close().await;
+    }
+
+    #[tokio::test]
+    async fn connections_beyond_the_bound_wait_for_a_free_slot() {
+        let server = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let box_port = server.local_addr().unwrap().port();
+        let (accepted_tx, mut accepted) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            loop {
+                let (s, _) = server.accept().await.unwrap();
+                accepted_tx.send(s).unwrap();
+            }
+        });
+        let relays = bind(&[mapping(0, box_port)])
+            .unwrap()
+            .serve_at_most(Arc::new(Loopback), 2)
+            .unwrap();
+        let addr = relays.published()[0].host_addr();
+        let mut clients = Vec::new();
+        for _ in 0..3 {
+            clients.push(TcpStream::connect(addr).await.unwrap());
+        }
+        let mut inner = vec![
+            accepted.recv().await.unwrap(),
+            accepted.recv().await.unwrap(),
+        ];
+        // The third waits in the backlog while two are relayed.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(accepted.try_recv().is_err(), "a third relayed at once");
+        // One ends (both sides): the third goes through.
+        drop(clients.remove(0));
+        inner.remove(0).write_all(b"bye").await.ok();
+        let third = accepted.recv().await.unwrap();
+        drop((inner, third));
         relays.close().await;
     }
 
