@@ -384,7 +384,7 @@ fn publish_makes_the_command_reachable_from_the_host() {
     assert!(bad.stdout.is_empty());
 
     // The agent's command serves one connection on box port 7000.
-    let mut child = proxy(
+    let child = proxy(
         &d,
         "pub",
         &["--publish", "127.0.0.1:0:7000"],
