@@ -1,6 +1,6 @@
 //! Box specs from command-line words, shared by `boxctl` and
-//! `harness-box-exec` so that `--mount`, `--env` and `--image` mean the same
-//! in both.
+//! `harness-box-exec` so that `--mount`, `--env`, `--secret`, `--publish`
+//! and `--image` mean the same in both.
 
 use std::collections::HashMap;
 use std::path::Path;
