@@ -73,6 +73,13 @@ enum Command {
     Ls,
     /// Show one box.
     Inspect { name: String },
+    /// List a running box's published ports (`8000/tcp -> 127.0.0.1:49153`),
+    /// or where one box port is published.
+    Port {
+        name: String,
+        /// Only this box port (`8000` or `8000/tcp`).
+        box_port: Option<String>,
+    },
     /// Run a command in a running box.
     Exec(exec::ExecArgs),
     /// Create or reuse a box, start it and run a command in it.
@@ -136,6 +143,15 @@ pub struct BoxFlags {
     /// FILE) goes only to those hosts, in plain HTTP (repeatable).
     #[arg(long = "secret", value_name = "NAME:HOSTS[@FILE]")]
     pub secrets: Vec<String>,
+    /// Publish a box port on the host while the box runs (repeatable):
+    /// connections to HOST_IP:HOST_PORT (default 127.0.0.1; HOST_PORT 0 or
+    /// none: any free port) reach BOX_PORT inside the box. TCP only.
+    #[arg(
+        long = "publish",
+        short = 'p',
+        value_name = "[HOST_IP:]HOST_PORT:BOX_PORT[/tcp]"
+    )]
+    pub publish: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -313,6 +329,29 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
             output::inspect(ctx, &info);
             Ok(0)
         }
+        Command::Port { name, box_port } => {
+            let wanted = box_port.as_deref().map(port_filter).transpose()?;
+            let info = ctx
+                .client()
+                .await?
+                .inspect_box(v1::InspectBoxRequest { name: name.clone() })
+                .await?
+                .into_inner();
+            let ports: Vec<_> = info
+                .ports
+                .iter()
+                .filter(|p| wanted.is_none_or(|w| p.box_port == w))
+                .cloned()
+                .collect();
+            output::ports(ctx, &ports);
+            match (wanted, ports.is_empty()) {
+                (Some(w), true) => Err(Failure {
+                    code: 1,
+                    message: format!("box {name} publishes no port {w}/tcp now"),
+                }),
+                _ => Ok(0),
+            }
+        }
         Command::Exec(args) => exec::exec(ctx, args).await,
         Command::Run(args) => exec::run(ctx, args).await,
         Command::Attach(args) => attach::attach(ctx, args).await,
@@ -360,6 +399,17 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
     }
 }
 
+/// `8000` or `8000/tcp`: a box port to look up.
+fn port_filter(s: &str) -> Result<u32, Failure> {
+    let (port, proto) = s.split_once('/').unwrap_or((s, "tcp"));
+    match (port.parse::<u16>(), proto.eq_ignore_ascii_case("tcp")) {
+        (Ok(p), true) if p > 0 => Ok(p.into()),
+        _ => Err(Failure::usage(format!(
+            "invalid box port {s:?}: use PORT or PORT/tcp"
+        ))),
+    }
+}
+
 /// Builds the create request from flags.
 pub fn box_spec(
     flags: &BoxFlags,
@@ -385,7 +435,11 @@ pub fn box_spec(
             .iter()
             .map(|s| spec::parse_secret(s))
             .collect::<Result<_, _>>()?,
-        ports: Vec::new(),
+        ports: flags
+            .publish
+            .iter()
+            .map(|p| spec::parse_publish(p))
+            .collect::<Result<_, _>>()?,
     })
 }
 

@@ -26,6 +26,7 @@ pub fn box_json(b: &v1::BoxInfo) -> Value {
         "runningExecs": b.running_execs,
         "diskBytes": b.disk_bytes,
         "error": b.error,
+        "ports": b.ports.iter().map(port_json).collect::<Vec<_>>(),
         "spec": {
             "cpus": spec.cpus,
             "memoryMib": spec.memory_mib,
@@ -36,8 +37,54 @@ pub fn box_json(b: &v1::BoxInfo) -> Value {
             "workingDir": spec.working_dir,
             // Values never leave boxd.
             "secrets": spec.secrets.iter().map(|x| json!({"name": x.name, "hosts": x.hosts, "placeholder": x.placeholder})).collect::<Vec<_>>(),
+            "ports": spec.ports.iter().map(port_json).collect::<Vec<_>>(),
         },
     })
+}
+
+pub fn port_json(p: &v1::PortMapping) -> Value {
+    json!({"hostIp": p.host_ip, "hostPort": p.host_port, "boxPort": p.box_port, "protocol": proto(p)})
+}
+
+fn proto(p: &v1::PortMapping) -> &str {
+    if p.protocol.is_empty() {
+        "tcp"
+    } else {
+        &p.protocol
+    }
+}
+
+/// `127.0.0.1:49153`, `[::1]:8080`.
+fn host_addr(p: &v1::PortMapping) -> String {
+    if p.host_ip.contains(':') {
+        format!("[{}]:{}", p.host_ip, p.host_port)
+    } else {
+        format!("{}:{}", p.host_ip, p.host_port)
+    }
+}
+
+/// The PORTS column of `ls`, as `docker ps` has it:
+/// `127.0.0.1:49153->8000/tcp, 0.0.0.0:8080->80/tcp`.
+pub fn ports_column(ports: &[v1::PortMapping]) -> String {
+    if ports.is_empty() {
+        return "-".into();
+    }
+    ports
+        .iter()
+        .map(|p| format!("{}->{}/{}", host_addr(p), p.box_port, proto(p)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `boxctl port`: docker's `8000/tcp -> 127.0.0.1:49153`, one per line.
+pub fn ports(ctx: &Ctx, ports: &[v1::PortMapping]) {
+    if ctx.json {
+        print_json(&Value::Array(ports.iter().map(port_json).collect()));
+        return;
+    }
+    for p in ports {
+        println!("{}/{} -> {}", p.box_port, proto(p), host_addr(p));
+    }
 }
 
 fn print_json(v: &Value) {
@@ -96,18 +143,19 @@ pub fn list(ctx: &Ctx, boxes: &[v1::BoxInfo]) {
         return;
     }
     println!(
-        "{:<24} {:<13} {:<9} {:<10} {:>5} {:>7}  IMAGE",
-        "NAME", "ID", "STATE", "ISOLATION", "EXECS", "DISK"
+        "{:<24} {:<13} {:<9} {:<10} {:>5} {:>7}  {:<25}  IMAGE",
+        "NAME", "ID", "STATE", "ISOLATION", "EXECS", "DISK", "PORTS"
     );
     for b in boxes {
         println!(
-            "{:<24} {:<13} {:<9} {:<10} {:>5} {:>7}  {}",
+            "{:<24} {:<13} {:<9} {:<10} {:>5} {:>7}  {:<25}  {}",
             b.name,
             b.id,
             state(b.state),
             b.isolation,
             b.running_execs,
             b.disk_bytes.map_or("-".into(), size),
+            ports_column(&b.ports),
             b.image
         );
     }
@@ -190,6 +238,21 @@ pub fn size(bytes: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ports_read_like_docker() {
+        let p = |ip: &str, host, port| boxd_client::v1::PortMapping {
+            host_ip: ip.into(),
+            host_port: host,
+            box_port: port,
+            protocol: "tcp".into(),
+        };
+        assert_eq!(super::ports_column(&[]), "-");
+        assert_eq!(
+            super::ports_column(&[p("127.0.0.1", 49153, 8000), p("::1", 8080, 80)]),
+            "127.0.0.1:49153->8000/tcp, [::1]:8080->80/tcp"
+        );
+    }
+
     #[test]
     fn sizes_read_like_du() {
         assert_eq!(super::size(0), "0B");

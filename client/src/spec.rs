@@ -1,6 +1,6 @@
 //! Box specs from command-line words, shared by `boxctl` and
-//! `harness-box-exec` so that `--mount`, `--env` and `--image` mean the same
-//! in both.
+//! `harness-box-exec` so that `--mount`, `--env`, `--secret`, `--publish`
+//! and `--image` mean the same in both.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -21,6 +21,10 @@ pub enum SpecError {
     Secret(String),
     #[error("secret {name}: {reason}")]
     SecretValue { name: String, reason: String },
+    #[error(
+        "invalid published port {word:?}: {reason}; use [HOST_IP:]HOST_PORT:BOX_PORT[/tcp] (HOST_PORT 0 or empty: any free port)"
+    )]
+    Publish { word: String, reason: String },
 }
 
 /// A local OCI layout is an existing directory given as an absolute path or
@@ -57,6 +61,66 @@ pub fn parse_mount(s: &str) -> Result<v1::Mount, SpecError> {
         host_path: host.to_string_lossy().into_owned(),
         guest_path: guest.to_owned(),
         read_only,
+    })
+}
+
+/// `--publish [HOST_IP:]HOST_PORT:BOX_PORT[/PROTO]`, or `BOX_PORT[/PROTO]`
+/// alone (any free host port), as docker's `-p`. An IPv6 host address goes
+/// in brackets (`[::1]:8080:80`); an empty or 0 host port means any free
+/// port. The host address (default 127.0.0.1), the protocol (only TCP is
+/// relayed) and the ranges are checked again by boxd.
+pub fn parse_publish(word: &str) -> Result<v1::PortMapping, SpecError> {
+    let bad = |reason: &str| SpecError::Publish {
+        word: word.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let (rest, protocol) = match word.rsplit_once('/') {
+        Some((r, p)) if !p.is_empty() => (r, p.to_ascii_lowercase()),
+        Some(_) => return Err(bad("the protocol after '/' is empty")),
+        None => (word, String::new()),
+    };
+    let (host_ip, ports) = match rest.strip_prefix('[') {
+        Some(v6) => {
+            let (ip, after) = v6
+                .split_once(']')
+                .ok_or_else(|| bad("an IPv6 address opened with '[' is not closed"))?;
+            let ports = after
+                .strip_prefix(':')
+                .ok_or_else(|| bad("a host port must follow the host address"))?;
+            (ip.to_owned(), ports)
+        }
+        None => match rest.matches(':').count() {
+            0 | 1 => (String::new(), rest),
+            2 => {
+                let (ip, ports) = rest.split_once(':').expect("two colons");
+                if ip.is_empty() {
+                    return Err(bad("the host address before ':' is empty"));
+                }
+                (ip.to_owned(), ports)
+            }
+            _ => return Err(bad("too many ':' (put an IPv6 address in brackets)")),
+        },
+    };
+    let number = |what: &str, s: &str| -> Result<u16, SpecError> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad(&format!("{what} {s:?} is not a number")));
+        }
+        s.parse::<u16>()
+            .map_err(|_| bad(&format!("{what} {s} is out of range (at most 65535)")))
+    };
+    let (host_port, box_port) = match ports.split_once(':') {
+        Some(("", b)) => (0, number("box port", b)?),
+        Some((h, b)) => (number("host port", h)?, number("box port", b)?),
+        None => (0, number("box port", ports)?),
+    };
+    if box_port == 0 {
+        return Err(bad("the box port must be 1 to 65535"));
+    }
+    Ok(v1::PortMapping {
+        host_ip,
+        host_port: host_port.into(),
+        box_port: box_port.into(),
+        protocol,
     })
 }
 
@@ -166,6 +230,49 @@ mod tests {
         assert!(!parse_mount("/a:/b").unwrap().read_only);
         for bad in ["/a", "/a:/b:rx", ":/b", "/a:", "a:b:c:d"] {
             assert!(parse_mount(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn published_ports_parse() {
+        let p = |w: &str| {
+            let m = parse_publish(w).unwrap();
+            (m.host_ip, m.host_port, m.box_port, m.protocol)
+        };
+        assert_eq!(p("8080:80"), ("".into(), 8080, 80, "".into()));
+        assert_eq!(
+            p("127.0.0.1:0:8000"),
+            ("127.0.0.1".into(), 0, 8000, "".into())
+        );
+        assert_eq!(
+            p("0.0.0.0:8080:80/tcp"),
+            ("0.0.0.0".into(), 8080, 80, "tcp".into())
+        );
+        assert_eq!(
+            p("[::1]:8080:80/TCP"),
+            ("::1".into(), 8080, 80, "tcp".into())
+        );
+        assert_eq!(p("[::]::80"), ("::".into(), 0, 80, "".into()));
+        assert_eq!(p("8000"), ("".into(), 0, 8000, "".into()));
+        // The protocol is boxd's to refuse (with the reason).
+        assert_eq!(p("80/udp").3, "udp");
+        for (bad, why) in [
+            ("70000:80", "out of range"),
+            ("80:70000", "out of range"),
+            ("abc", "not a number"),
+            ("", "not a number"),
+            ("8080:", "not a number"),
+            ("-1:80", "not a number"),
+            ("8080:0", "1 to 65535"),
+            ("1:2:3:4", "too many ':'"),
+            (":8080:80", "host address"),
+            ("[::1:8080:80", "not closed"),
+            ("[::1]8080:80", "must follow"),
+            ("8080:80/", "protocol"),
+        ] {
+            let e = parse_publish(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad:?}: {e}");
+            assert!(e.contains("HOST_PORT:BOX_PORT"), "{bad:?}: {e}");
         }
     }
 

@@ -57,6 +57,57 @@ pub struct PortMapping {
     pub box_port: u16,
 }
 
+impl PortMapping {
+    /// The host address to listen on.
+    pub fn host_addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::new(self.host_ip, self.host_port)
+    }
+
+    /// Whether both would listen on one host port: the same port (not 0)
+    /// on the same address, or on a wildcard address (which takes the port
+    /// on every address; `::` on IPv4 ones too).
+    pub fn overlaps(&self, other: &PortMapping) -> bool {
+        self.host_port != 0
+            && self.host_port == other.host_port
+            && (self.host_ip == other.host_ip
+                || self.host_ip.is_unspecified()
+                || other.host_ip.is_unspecified())
+    }
+
+    /// Reachable from other machines: published on a wildcard address or
+    /// on one that is not loopback.
+    pub fn is_public(&self) -> bool {
+        !self.host_ip.is_loopback()
+    }
+}
+
+/// `127.0.0.1:8080->80/tcp`, `[::1]:0->80/tcp`, as `docker ps` shows them.
+impl std::fmt::Display for PortMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}->{}/tcp", self.host_addr(), self.box_port)
+    }
+}
+
+/// The warnings of a create that publishes ports other machines can reach.
+pub fn public_port_warnings(ports: &[PortMapping]) -> Vec<String> {
+    ports
+        .iter()
+        .filter(|p| p.is_public())
+        .map(|p| {
+            let on = match (p.host_ip.is_unspecified(), p.host_port) {
+                (true, 0) => format!("every address of this host ({})", p.host_ip),
+                (true, port) => format!("port {port} of every address of this host ({})", p.host_ip),
+                (false, 0) => p.host_ip.to_string(),
+                (false, _) => p.host_addr().to_string(),
+            };
+            format!(
+                "box port {} is published on {on}, which other machines can reach (use 127.0.0.1 to keep it to this host)",
+                p.box_port
+            )
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum State {
@@ -605,6 +656,13 @@ pub fn reuse_warnings(have: &BoxSpec, want: &BoxSpec) -> Vec<String> {
             format!("[{}]", names(&have.secrets)),
             format!("[{}]", names(&want.secrets)),
         );
+    }
+    if !want.ports.is_empty() && want.ports != have.ports {
+        let list = |p: &[PortMapping]| {
+            let items: Vec<String> = p.iter().map(ToString::to_string).collect();
+            format!("[{}]", items.join(", "))
+        };
+        differs("ports", list(&have.ports), list(&want.ports));
     }
     w
 }

@@ -245,6 +245,9 @@ impl Boxd for Service {
         let spec = self.spec_from_proto(req.spec.unwrap_or_default())?;
         let out = self.registry.create(&req.name, spec).await?;
         let mut warnings = out.warnings;
+        if out.created {
+            warnings.extend(registry::public_port_warnings(&out.record.spec.ports));
+        }
         warnings.extend(self.registry.engine().info().create_warning.clone());
         Ok(Response::new(v1::CreateBoxResponse {
             r#box: Some(self.info(&out.record).await),

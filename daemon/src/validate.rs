@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 use boxd_proto::v1;
 
 use crate::error::{Error, Result};
-use crate::registry::{BoxSpec, Mount};
+use crate::registry::{BoxSpec, Mount, PortMapping};
 
 /// At most this many bytes of environment (names, values) in a box spec
 /// or an exec, and of command line in an exec: the kernel refuses an
@@ -17,6 +17,8 @@ pub const MAX_ARGV_BYTES: usize = 1 << 20;
 /// At most this many mounts, and allow-net entries, per box.
 pub const MAX_MOUNTS: usize = 64;
 pub const MAX_ALLOW_NET: usize = 256;
+/// At most this many published ports per box.
+pub const MAX_PORTS: usize = 64;
 
 /// A whole box spec from a create request, checked and normalized.
 /// `protected` are the host paths no mount may expose ([`host_path`]).
@@ -69,6 +71,7 @@ pub fn box_spec(s: v1::BoxSpec, protected: &[(&str, &Path)]) -> Result<BoxSpec> 
     let allow = crate::egress::AllowList::parse(&s.allow_net)
         .map_err(|e| Error::InvalidArgument(format!("allow-net: {e}")))?;
     let secrets = secrets(s.secrets, &allow)?;
+    let ports = ports(s.ports)?;
     let working_dir = match s.working_dir.as_str() {
         "" => None,
         d => Some(guest_path("working directory", d)?),
@@ -88,8 +91,72 @@ pub fn box_spec(s: v1::BoxSpec, protected: &[(&str, &Path)]) -> Result<BoxSpec> 
         env,
         working_dir,
         secrets,
-        ports: Vec::new(),
+        ports,
     })
+}
+
+/// Published ports: TCP only, a box port of 1-65535, a host port of
+/// 0-65535 (0: any free one) on a host address (default 127.0.0.1), no
+/// two on one host address and port (a wildcard address overlaps every
+/// other).
+pub fn ports(given: Vec<v1::PortMapping>) -> Result<Vec<PortMapping>> {
+    if given.len() > MAX_PORTS {
+        return Err(Error::InvalidArgument(format!(
+            "{} published ports asked for; a box may publish at most {MAX_PORTS}",
+            given.len()
+        )));
+    }
+    let mut out: Vec<PortMapping> = Vec::with_capacity(given.len());
+    for p in given {
+        let protocol = p.protocol.trim().to_ascii_lowercase();
+        if !matches!(protocol.as_str(), "" | "tcp") {
+            return Err(Error::InvalidArgument(format!(
+                "published port {}: protocol {:?} is not supported; only TCP is relayed",
+                p.box_port,
+                truncate(&p.protocol)
+            )));
+        }
+        let box_port = match u16::try_from(p.box_port) {
+            Ok(n) if n > 0 => n,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "published box port {} is not in 1-65535",
+                    p.box_port
+                )));
+            }
+        };
+        let host_port = u16::try_from(p.host_port).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "published host port {} (for box port {box_port}) is not in 0-65535 (0: any free port)",
+                p.host_port
+            ))
+        })?;
+        let host_ip = match p.host_ip.trim() {
+            "" => std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            ip => ip
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse()
+                .map_err(|_| {
+                    Error::InvalidArgument(format!(
+                        "published port {box_port}: host address {:?} is not an IPv4 or IPv6 address",
+                        truncate(ip)
+                    ))
+                })?,
+        };
+        let port = PortMapping {
+            host_ip,
+            host_port,
+            box_port,
+        };
+        if let Some(other) = out.iter().find(|o| o.overlaps(&port)) {
+            return Err(Error::InvalidArgument(format!(
+                "published ports {other} and {port} both take host port {host_port}",
+            )));
+        }
+        out.push(port);
+    }
+    Ok(out)
 }
 
 /// The default placeholder of a secret named `name`.
@@ -479,6 +546,57 @@ mod tests {
         for bad in ["0", "999", "-1", "SIGNOPE", "KILLL"] {
             assert!(signal(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn published_ports() {
+        let p = |ip: &str, host: u32, port: u32, proto: &str| v1::PortMapping {
+            host_ip: ip.into(),
+            host_port: host,
+            box_port: port,
+            protocol: proto.into(),
+        };
+        let ok = ports(vec![
+            p("", 0, 8000, ""),
+            p("", 0, 8001, "TCP"),
+            p("0.0.0.0", 8080, 80, "tcp"),
+            p("::1", 8081, 80, ""),
+            p("[::1]", 8082, 80, ""),
+        ])
+        .unwrap();
+        assert_eq!(ok[0].host_ip.to_string(), "127.0.0.1");
+        assert_eq!(ok[0].to_string(), "127.0.0.1:0->8000/tcp");
+        assert_eq!(ok[3].to_string(), "[::1]:8081->80/tcp");
+        // Any number of "any free port" mappings on one address.
+        assert_eq!(ok.len(), 5);
+        for (bad, why) in [
+            (vec![p("", 70000, 80, "")], "not in 0-65535"),
+            (vec![p("", 80, 0, "")], "not in 1-65535"),
+            (vec![p("", 80, 70000, "")], "not in 1-65535"),
+            (vec![p("", 80, 80, "udp")], "only TCP is relayed"),
+            (vec![p("abc", 80, 80, "")], "not an IPv4 or IPv6 address"),
+            (
+                vec![p("", 8080, 80, ""), p("127.0.0.1", 8080, 81, "")],
+                "both take host port 8080",
+            ),
+            (
+                vec![p("0.0.0.0", 8080, 80, ""), p("", 8080, 81, "")],
+                "both take host port 8080",
+            ),
+            (
+                vec![p("::", 8080, 80, ""), p("10.0.0.1", 8080, 81, "")],
+                "both take host port 8080",
+            ),
+            (
+                (0..65).map(|i| p("", 0, 1000 + i, "")).collect(),
+                "at most 64",
+            ),
+        ] {
+            let e = ports(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        }
+        // Different addresses may share a port.
+        assert!(ports(vec![p("127.0.0.1", 8080, 80, ""), p("::1", 8080, 80, "")]).is_ok());
     }
 
     #[test]

@@ -45,6 +45,10 @@ pub struct Args {
     /// FILE) goes only to those hosts, in plain HTTP (repeatable).
     #[arg(long = "secret", value_name = "NAME:HOSTS[@FILE]")]
     pub secrets: Vec<String>,
+    /// Publish a box port on the host (repeatable); the host address
+    /// defaults to 127.0.0.1, host port 0 (or none) means any free port.
+    #[arg(long = "publish", value_name = "[HOST_IP:]HOST_PORT:BOX_PORT")]
+    pub publish: Vec<String>,
     /// K=V for the probe, the provisioning command and the command (repeatable).
     #[arg(long = "env", value_name = "K=V")]
     pub env: Vec<String>,
@@ -175,7 +179,11 @@ async fn run(args: Args) -> Result<u8, ProxyError> {
                     .iter()
                     .map(|s| spec::parse_secret(s))
                     .collect::<Result<_, _>>()?,
-                ports: Vec::new(),
+                ports: args
+                    .publish
+                    .iter()
+                    .map(|p| spec::parse_publish(p))
+                    .collect::<Result<_, _>>()?,
             };
             let created = client
                 .create_box(v1::CreateBoxRequest {

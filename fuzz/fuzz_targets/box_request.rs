@@ -2,8 +2,8 @@
 //! accepts keeps the promises the rest of the daemon relies on (guest paths
 //! absolute and normalized, nothing mounted over `/`, `/proc` or `/dev`,
 //! no host path inside boxd's state directory or holding it or the
-//! socket, environment
-//! names without `=` or NUL, everything within its size bound).
+//! socket, environment names without `=` or NUL, published ports in range
+//! and never two on one host port, everything within its size bound).
 #![no_main]
 
 use std::path::Path;
@@ -55,8 +55,23 @@ fn spec(u: &mut Unstructured) -> Result<v1::BoxSpec> {
             read_only: u.arbitrary()?,
         });
     }
+    let mut ports = Vec::new();
+    for _ in 0..u.int_in_range(0..=4)? {
+        ports.push(v1::PortMapping {
+            host_ip: match u.int_in_range(0..=3)? {
+                0 => String::new(),
+                1 => "0.0.0.0".into(),
+                2 => "::1".into(),
+                _ => u.arbitrary()?,
+            },
+            host_port: if u.arbitrary()? { u.int_in_range(0..=3)? } else { u.arbitrary()? },
+            box_port: u.arbitrary()?,
+            protocol: if u.arbitrary()? { "tcp".into() } else { u.arbitrary()? },
+        });
+    }
     Ok(v1::BoxSpec {
         image: u.arbitrary()?,
+        ports,
         cpus: u.arbitrary()?,
         memory_mib: u.arbitrary()?,
         disk_size_gb: u.arbitrary()?,
@@ -95,6 +110,11 @@ fn check(u: &mut Unstructured) -> Result<()> {
         assert!(bytes <= validate::MAX_ENV_BYTES);
         for (k, v) in &s.env {
             assert!(!k.is_empty() && !k.contains(['=', '\0']) && !v.contains('\0'));
+        }
+        assert!(s.ports.len() <= validate::MAX_PORTS);
+        for (i, p) in s.ports.iter().enumerate() {
+            assert!(p.box_port >= 1);
+            assert!(s.ports[..i].iter().all(|o| !o.overlaps(p)));
         }
         if let Some(w) = &s.working_dir {
             assert!(w.starts_with('/') && !w.contains("/../"));

@@ -374,3 +374,43 @@ fn concurrent_proxies_start_one_daemon() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn publish_makes_the_command_reachable_from_the_host() {
+    let d = Daemon::start();
+    let bad = output(proxy(&d, "pub", &["--publish", "abc"], &["true"]), b"");
+    assert_eq!(bad.status.code(), Some(125), "{}", text(&bad.stderr));
+    assert!(text(&bad.stderr).contains("invalid published port \"abc\""));
+    assert!(bad.stdout.is_empty());
+
+    // The agent's command serves one connection on box port 7000.
+    let child = proxy(
+        &d,
+        "pub",
+        &["--publish", "127.0.0.1:0:7000"],
+        &["sh", "-c", "echo served | nc -l -p 7000"],
+    )
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let got = loop {
+        assert!(Instant::now() < deadline, "never served through the port");
+        let out = d.boxctl().args(["--json", "port", "pub"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if let Some(port) = v[0]["hostPort"].as_u64() {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port as u16)).unwrap();
+            let mut got = String::new();
+            let _ = s.read_to_string(&mut got);
+            if !got.is_empty() {
+                break got;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(got, "served\n");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}

@@ -589,7 +589,17 @@ async fn a_full_home_gives_clear_errors_and_corrupts_nothing() {
 async fn a_box_whose_init_is_killed_is_reported_and_its_execs_end_with_an_error() {
     let d = Daemon::start();
     let mut c = d.client().await;
-    up(&mut c, "victim", busybox_spec()).await;
+    // It publishes a port, which must close with it.
+    let spec = v1::BoxSpec {
+        ports: vec![v1::PortMapping {
+            box_port: 8000,
+            ..Default::default()
+        }],
+        ..busybox_spec()
+    };
+    let published = up(&mut c, "victim", spec).await.ports[0].clone();
+    let port_addr = format!("{}:{}", published.host_ip, published.host_port);
+    assert!(std::net::TcpStream::connect(&port_addr).is_ok());
     up(&mut c, "bystander", busybox_spec()).await;
     let mut events = c
         .watch_boxes(v1::WatchBoxesRequest::default())
@@ -637,6 +647,12 @@ async fn a_box_whose_init_is_killed_is_reported_and_its_execs_end_with_an_error(
         .into_inner();
     assert_eq!(info.state, v1::BoxState::Failed as i32);
     assert!(info.error.contains("init was killed"), "{}", info.error);
+    assert!(info.ports.is_empty(), "{:?}", info.ports);
+    assert!(
+        std::net::TcpStream::connect(&port_addr).is_err(),
+        "the published port closed with the box"
+    );
+    println!("its published port {port_addr} closed with it");
 
     // The daemon and the other box are fine; the victim starts again.
     assert_eq!(sh(&mut c, "bystander", "echo fine").await, "fine\n");

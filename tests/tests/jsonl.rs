@@ -499,3 +499,61 @@ fn a_truncated_last_line_is_still_answered() {
         "{seen:?}"
     );
 }
+
+#[test]
+fn published_ports_in_create_start_and_list() {
+    use std::io::{Read, Write};
+    let d = Daemon::start();
+    let mut j = Jsonl::start(&d.socket);
+    // Bad ports are invalid parameters, said by boxd.
+    let bad = j.call(
+        1,
+        "box.create",
+        json!({"name": "p", "image": image(), "ports": [{"boxPort": 80, "protocol": "udp"}]}),
+    );
+    assert_eq!(bad["error"]["code"], "invalid_params", "{bad}");
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only TCP is relayed"),
+        "{bad}"
+    );
+    let created = j.call(
+        2,
+        "box.create",
+        json!({"name": "p", "image": image(), "ports": [{"boxPort": 7000}]}),
+    );
+    assert_eq!(created["result"]["created"], true, "{created}");
+    let started = j.call(3, "box.start", json!({"name": "p"}));
+    let port = &started["result"]["ports"][0];
+    assert_eq!(port["hostIp"], "127.0.0.1", "{started}");
+    assert_eq!(port["boxPort"], 7000);
+    assert_eq!(port["protocol"], "tcp");
+    let host_port = port["hostPort"].as_u64().unwrap();
+    assert_ne!(host_port, 0, "the actual port");
+    let list = j.call(4, "box.list", json!({}));
+    assert_eq!(list["result"][0]["ports"][0]["hostPort"], host_port);
+
+    // A one-reply server in the box (nc), reached from the host.
+    j.request(
+        5.into(),
+        "box.exec",
+        json!({"name": "p", "command": "sh", "args": ["-c", "echo from-box | nc -l -p 7000"]}),
+    );
+    j.reply(&5.into());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let got = loop {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", host_port as u16)).unwrap();
+        let _ = s.write_all(b"ping\n");
+        let mut got = String::new();
+        let _ = s.read_to_string(&mut got);
+        if !got.is_empty() {
+            break got;
+        }
+        // Not listening yet: the relay closed the connection.
+        assert!(std::time::Instant::now() < deadline, "nc never answered");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(got, "from-box\n");
+}

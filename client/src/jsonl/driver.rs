@@ -218,6 +218,34 @@ struct CreateParams {
     env: Option<HashMap<String, String>>,
     working_dir: Option<String>,
     secrets: Option<Vec<SecretParams>>,
+    ports: Option<Vec<PortParams>>,
+}
+
+/// A published port: `hostIp` defaults to 127.0.0.1, `hostPort` to 0 (any
+/// free port), `protocol` to `tcp` (the only one relayed).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PortParams {
+    host_ip: Option<String>,
+    host_port: Option<u32>,
+    box_port: u32,
+    protocol: Option<String>,
+}
+
+impl PortParams {
+    fn into_proto(self) -> v1::PortMapping {
+        v1::PortMapping {
+            host_ip: self.host_ip.unwrap_or_default(),
+            host_port: self.host_port.unwrap_or(0),
+            box_port: self.box_port,
+            protocol: self.protocol.unwrap_or_default(),
+        }
+    }
+}
+
+/// A published port as `box.list` and `box.create` report it.
+fn port_json(p: &v1::PortMapping) -> Value {
+    json!({"hostIp": p.host_ip, "hostPort": p.host_port, "boxPort": p.box_port, "protocol": "tcp"})
 }
 
 /// A secret: its value given inline, or read by the driver (the client
@@ -423,7 +451,12 @@ impl Driver {
                         .into_iter()
                         .map(SecretParams::into_proto)
                         .collect::<Result<_, _>>()?,
-                    ports: Vec::new(),
+                    ports: c
+                        .ports
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(PortParams::into_proto)
+                        .collect(),
                 };
                 let mut client = self.client()?;
                 self.pull_if_missing(&mut client, &req.id, &c.name, &spec.image)
@@ -449,7 +482,9 @@ impl Driver {
                     .start_box(v1::StartBoxRequest { name: n.name })
                     .await?
                     .into_inner();
-                json!({"boxId": r.r#box.unwrap_or_default().id, "bootMs": r.boot_ms})
+                let b = r.r#box.unwrap_or_default();
+                json!({"boxId": b.id, "bootMs": r.boot_ms,
+                       "ports": b.ports.iter().map(port_json).collect::<Vec<_>>()})
             }
             "box.stop" => {
                 let n: ForceParams = params(p)?;
@@ -482,7 +517,8 @@ impl Driver {
                         .into_iter()
                         .map(|b| {
                             json!({"boxId": b.id, "name": b.name, "state": state_label(b.state), "image": b.image,
-                                   "createdAt": b.created_at_ms, "isolation": b.isolation, "diskBytes": b.disk_bytes})
+                                   "createdAt": b.created_at_ms, "isolation": b.isolation, "diskBytes": b.disk_bytes,
+                                   "ports": b.ports.iter().map(port_json).collect::<Vec<_>>()})
                         })
                         .collect(),
                 )

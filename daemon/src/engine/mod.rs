@@ -125,7 +125,7 @@ impl Isolation {
 
 /// What every engine supports, plus `extra`, as `Describe` lists them.
 pub fn capabilities(extra: &[&str]) -> Vec<String> {
-    const COMMON: [&str; 9] = [
+    const COMMON: [&str; 10] = [
         "exec.stdin",
         "exec.tty",
         "exec.signal",
@@ -135,6 +135,7 @@ pub fn capabilities(extra: &[&str]) -> Vec<String> {
         "mounts.readOnly",
         "box.watch",
         "box.stats",
+        "net.publish",
     ];
     COMMON.iter().chain(extra).map(|c| c.to_string()).collect()
 }

@@ -37,7 +37,7 @@ use futures::{FutureExt, StreamExt};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-use ::boxlite::runtime::options::VolumeSpec;
+use ::boxlite::runtime::options::{PortSpec, VolumeSpec};
 use ::boxlite::{
     BoxCommand, BoxInfo, BoxOptions, BoxliteError, BoxliteOptions, BoxliteRuntime, ExecResult,
     ExecStdin, Execution, LiteBox, NetworkSpec, RootfsSpec,
@@ -48,7 +48,7 @@ use super::{
     Process, ProcessControl,
 };
 use crate::error::{Error, Result};
-use crate::registry::{BoxRecord, BoxSpec};
+use crate::registry::{BoxRecord, BoxSpec, PortMapping};
 pub use preflight::{Verdict, preflight};
 
 /// BoxLite rejects more vCPUs than this (0.11's `vm_defaults::MAX_CPUS`;
@@ -68,6 +68,9 @@ pub struct BoxliteEngine {
     /// BoxLite's home (`HOME/boxlite`).
     home: PathBuf,
     verdict: Verdict,
+    /// The ports each running box publishes (by record id), as BoxLite
+    /// reported them when the box started or was last listed.
+    published: std::sync::Mutex<std::collections::HashMap<String, Vec<PortMapping>>>,
 }
 
 /// The BoxLite name of a boxd box.
@@ -123,6 +126,7 @@ impl BoxliteEngine {
             runtime,
             home: bl_home,
             verdict,
+            published: Default::default(),
         })
     }
 
@@ -149,6 +153,19 @@ impl BoxliteEngine {
             .await
             .map_err(|e| map_err("open the BoxLite box", e))?;
         Ok(handle.map(|h| (info, h)))
+    }
+
+    /// Records what a box publishes now, from BoxLite's own report.
+    fn remember_ports(&self, record: &BoxRecord, info: Option<&BoxInfo>) {
+        let mut table = self.published.lock().expect("published ports");
+        match info {
+            Some(info) if info.status.is_active() => {
+                table.insert(record.id.clone(), published_ports(info, &record.spec.ports));
+            }
+            _ => {
+                table.remove(&record.id);
+            }
+        }
     }
 
     fn missing(record: &BoxRecord) -> Error {
@@ -240,10 +257,25 @@ impl Engine for BoxliteEngine {
                 Error::Engine(m) | Error::Internal(m) => Error::Engine(format!("{m}{diag}")),
                 other => other,
             }
-        })
+        })?;
+        if !record.spec.ports.is_empty() {
+            let now = self.find(record).await.ok().flatten();
+            self.remember_ports(record, now.as_ref());
+        }
+        Ok(())
+    }
+
+    fn published(&self, record: &BoxRecord) -> Vec<PortMapping> {
+        self.published
+            .lock()
+            .expect("published ports")
+            .get(&record.id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     async fn stop(&self, record: &BoxRecord, _force: bool) -> Result<()> {
+        self.remember_ports(record, None);
         let Some((info, handle)) = self.handle(record).await? else {
             return Ok(());
         };
@@ -259,6 +291,7 @@ impl Engine for BoxliteEngine {
     }
 
     async fn remove(&self, record: &BoxRecord) -> Result<()> {
+        self.remember_ports(record, None);
         if let Some(info) = self.find(record).await? {
             match self.runtime.remove(info.id.as_str(), true).await {
                 Ok(()) | Err(BoxliteError::NotFound(_)) => {}
@@ -278,11 +311,24 @@ impl Engine for BoxliteEngine {
             .list_info()
             .await
             .map_err(|e| map_err("list BoxLite boxes", e))?;
+        let mut table = self.published.lock().expect("published ports");
         Ok(all
             .into_iter()
             .filter_map(|i| {
                 let running = i.status.is_active();
-                i.name.map(|id| EngineBox { id, running })
+                let id = i.name.clone()?;
+                // Boxes found running again (after a restart of boxd)
+                // publish what BoxLite says they do.
+                match (running, &i.network) {
+                    (true, Some(n)) if n.published_ports.is_some() => {
+                        table.insert(id.clone(), published_ports(&i, &[]));
+                    }
+                    (false, _) => {
+                        table.remove(&id);
+                    }
+                    _ => {}
+                }
+                Some(EngineBox { id, running })
             })
             .collect())
     }
@@ -344,6 +390,41 @@ impl Engine for BoxliteEngine {
             tracing::warn!(error = %e, "BoxLite runtime shutdown failed");
         }
     }
+}
+
+/// A published port as BoxLite takes it: TCP, host port `None` for any
+/// free one, the host address always given (BoxLite's default is every
+/// interface, boxd's 127.0.0.1).
+pub fn port_spec(p: &PortMapping) -> PortSpec {
+    PortSpec {
+        host_port: (p.host_port != 0).then_some(p.host_port),
+        guest_port: p.box_port,
+        protocol: ::boxlite::PortProtocol::Tcp,
+        host_ip: Some(p.host_ip.to_string()),
+    }
+}
+
+/// What a running box publishes: BoxLite's concrete bindings when it knows
+/// them, else what was asked (`asked`).
+fn published_ports(info: &BoxInfo, asked: &[PortMapping]) -> Vec<PortMapping> {
+    let Some(bound) = info
+        .network
+        .as_ref()
+        .and_then(|n| n.published_ports.as_ref())
+    else {
+        return asked.to_vec();
+    };
+    bound
+        .iter()
+        .filter(|p| p.protocol == ::boxlite::PortProtocol::Tcp)
+        .filter_map(|p| {
+            Some(PortMapping {
+                host_ip: p.host_ip.parse().ok()?,
+                host_port: p.host_port,
+                box_port: p.guest_port,
+            })
+        })
+        .collect()
 }
 
 /// What BoxLite is asked to create for a box spec, and what of the spec
@@ -431,6 +512,16 @@ pub fn box_options(spec: &BoxSpec) -> Result<(BoxOptions, Vec<String>)> {
         .chain(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())))
         .collect();
     o.working_dir = spec.working_dir.clone().filter(|d| !d.is_empty());
+
+    // Published ports: BoxLite's network backend listens on the host. It
+    // publishes only from a box with a network (its rule, checked here so
+    // the error says what to do in boxd's words).
+    if !spec.ports.is_empty() && spec.allow_net.is_empty() {
+        return Err(Error::InvalidArgument(
+            "on the microvm engine a box publishes ports only if it has a network: give it --allow-net (BoxLite cannot publish ports of a box with no network)".into(),
+        ));
+    }
+    o.ports = spec.ports.iter().map(port_spec).collect();
 
     // Survive a boxd restart: detached, and kept after stop (a detached box
     // that is removed on stop is refused by BoxLite).
@@ -844,6 +935,45 @@ mod tests {
         assert_eq!(o.auto_delete, Some(0));
         assert!(o.entrypoint.is_none() && o.cmd.is_none() && o.user.is_none() && !o.tty);
         assert!(warnings.is_empty(), "{warnings:?}");
+    }
+
+    #[test]
+    fn published_ports_map_to_boxlite() {
+        let mut s = spec("alpine");
+        s.ports = vec![
+            PortMapping {
+                host_ip: "127.0.0.1".parse().unwrap(),
+                host_port: 0,
+                box_port: 8000,
+            },
+            PortMapping {
+                host_ip: "::".parse().unwrap(),
+                host_port: 8080,
+                box_port: 80,
+            },
+        ];
+        // BoxLite publishes only from a box with a network: said in boxd's words.
+        let e = box_options(&s).unwrap_err().to_string();
+        assert!(e.contains("--allow-net"), "{e}");
+        s.allow_net = vec!["example.com".into()];
+        let (o, _) = box_options(&s).unwrap();
+        assert_eq!(
+            o.ports,
+            vec![
+                PortSpec {
+                    host_port: None,
+                    guest_port: 8000,
+                    protocol: ::boxlite::PortProtocol::Tcp,
+                    host_ip: Some("127.0.0.1".into()),
+                },
+                PortSpec {
+                    host_port: Some(8080),
+                    guest_port: 80,
+                    protocol: ::boxlite::PortProtocol::Tcp,
+                    host_ip: Some("::".into()),
+                },
+            ]
+        );
     }
 
     #[test]

@@ -508,6 +508,7 @@ impl Engine for NamespaceEngine {
                 allow_net: record.spec.allow_net.clone(),
                 secrets: record.spec.secrets.clone(),
             }),
+            ports: record.spec.ports.clone(),
         };
         let (sup, warnings, _) = match Supervisor::spawn(&start).await {
             Ok(s) => s,
@@ -534,6 +535,15 @@ impl Engine for NamespaceEngine {
             r.cgroup.remove();
         }
         Ok(())
+    }
+
+    fn published(&self, record: &BoxRecord) -> Vec<crate::registry::PortMapping> {
+        self.running
+            .lock()
+            .expect("sandbox table")
+            .get(&record.id)
+            .map(|r| r.sup.ports.clone())
+            .unwrap_or_default()
     }
 
     async fn adopt(&self, record: &BoxRecord) -> Option<Vec<Adopted>> {

@@ -11,11 +11,14 @@
 //! It talks to the supervisor over a `SOCK_SEQPACKET` socket (fd 4), one
 //! JSON message per packet:
 //!
-//! - in: [`Spawn`], with the command's stdin, stdout and stderr passed as
-//!   descriptors (`SCM_RIGHTS`);
+//! - in: [`Request::Spawn`], with the command's stdin, stdout and stderr
+//!   passed as descriptors (`SCM_RIGHTS`); or [`Request::Connect`], a TCP
+//!   connection to a port on the box's own loopback (a published port);
 //! - out: [`Reply::Pid`] (the command was executed; its host pid is its
 //!   process group) or [`Reply::Fail`] (126 cannot execute, 127 not
-//!   found), in request order; and [`Reply::Exit`] whenever a command ends.
+//!   found), or [`Reply::Connected`] with the socket passed back (its
+//!   connect perhaps still under way: it never blocks the zygote), in
+//!   request order; and [`Reply::Exit`] whenever a command ends.
 //!
 //! Every command runs confined exactly as the box's own processes are
 //! ([`super::confine`]): no capabilities but box root's few,
@@ -52,10 +55,25 @@ pub struct Spawn {
     pub tty: bool,
 }
 
+/// What the supervisor asks of the zygote.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Request {
+    Spawn(Spawn),
+    /// A TCP connection to `port` on the box's loopback (`::1` when
+    /// `ipv6`, else 127.0.0.1), made in the box's network namespace.
+    Connect {
+        port: u16,
+        ipv6: bool,
+    },
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub enum Reply {
     Pid(i32),
     Fail(i32, String),
+    /// The connection's socket comes with this reply (non-blocking; its
+    /// connect may still be under way).
+    Connected,
     /// `(pid, exit code, signal)`.
     Exit(i32, Option<i32>, Option<i32>),
 }
@@ -107,21 +125,22 @@ pub fn start(target: &Target) -> Result<(tokio::process::Child, OwnedFd)> {
     Ok((child, ours))
 }
 
-/// Sends one request with the command's stdio.
-pub fn send(sock: &impl AsFd, spawn: &Spawn, stdio: [RawFd; 3]) -> Result<()> {
+/// Sends one request with its descriptors (a spawn's stdio, or none).
+pub fn send(sock: &impl AsFd, request: &Request, fds: &[RawFd]) -> Result<()> {
     use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
-    let body = serde_json::to_vec(spawn).map_err(|e| Error::Internal(e.to_string()))?;
+    let body = serde_json::to_vec(request).map_err(|e| Error::Internal(e.to_string()))?;
     if body.len() > MAX_PACKET {
         return Err(Error::InvalidArgument(
             "the command and its environment exceed 1 MiB".into(),
         ));
     }
     let iov = [std::io::IoSlice::new(&body)];
-    let cmsg = [ControlMessage::ScmRights(&stdio)];
+    let rights = [ControlMessage::ScmRights(fds)];
+    let cmsg: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
     sendmsg::<()>(
         sock.as_fd().as_raw_fd(),
         &iov,
-        &cmsg,
+        cmsg,
         MsgFlags::empty(),
         None,
     )
@@ -129,27 +148,37 @@ pub fn send(sock: &impl AsFd, spawn: &Spawn, stdio: [RawFd; 3]) -> Result<()> {
     Ok(())
 }
 
-/// Reads one reply; `None` when the zygote is gone (or on `EAGAIN`, as
-/// `Err(WouldBlock)`).
-pub fn receive(sock: &impl AsFd) -> std::io::Result<Option<Reply>> {
+/// Reads one reply and the descriptor it carries, if any; `None` when the
+/// zygote is gone (or on `EAGAIN`, as `Err(WouldBlock)`).
+pub fn receive(sock: &impl AsFd) -> std::io::Result<Option<(Reply, Option<OwnedFd>)>> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     let mut buf = [0u8; 4096];
-    // SAFETY: recv into a buffer we own.
-    let n = unsafe {
-        libc::recv(
-            sock.as_fd().as_raw_fd(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            libc::MSG_DONTWAIT,
-        )
-    };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
+    let mut cmsg = nix::cmsg_space!([RawFd; 1]);
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let msg = recvmsg::<()>(
+        sock.as_fd().as_raw_fd(),
+        &mut iov,
+        Some(&mut cmsg),
+        MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .map_err(std::io::Error::from)?;
+    let mut fd = None;
+    for c in msg.cmsgs().into_iter().flatten() {
+        if let ControlMessageOwned::ScmRights(list) = c {
+            for raw in list {
+                // SAFETY: a descriptor just received, owned by nobody else
+                // (any beyond the first is closed here).
+                let owned = unsafe { OwnedFd::from_raw_fd(raw) };
+                fd.get_or_insert(owned);
+            }
+        }
     }
+    let n = msg.bytes;
     if n == 0 {
         return Ok(None);
     }
-    serde_json::from_slice(&buf[..n as usize])
-        .map(Some)
+    serde_json::from_slice(&buf[..n])
+        .map(|r| Some((r, fd)))
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
@@ -284,23 +313,70 @@ fn serve(args: &[OsString], sock: &OwnedFd) -> std::result::Result<(), String> {
             reap(sock)?;
         }
         if sock_ready {
-            match receive_spawn(sock, &mut buf)? {
+            match receive_request(sock, &mut buf)? {
                 Received::Nothing => {}
                 Received::Eof => return Ok(()), // the supervisor is gone
-                Received::Request(spawn, stdio) => {
+                Received::Spawn(spawn, stdio) => {
                     let reply = fork_command(&spawn, stdio, &the_box, &mut found);
                     reply_to(sock, &reply)?;
                 }
+                Received::Connect { port, ipv6 } => match connect_inside(port, ipv6) {
+                    Ok(conn) => reply_with(sock, &Reply::Connected, &[conn.as_raw_fd()])?,
+                    Err(errno) => reply_to(sock, &Reply::Fail(0, errno.desc().to_owned()))?,
+                },
             }
         }
     }
 }
 
 fn reply_to(sock: &OwnedFd, reply: &Reply) -> std::result::Result<(), String> {
+    reply_with(sock, reply, &[])
+}
+
+/// A reply with descriptors passed along.
+fn reply_with(sock: &OwnedFd, reply: &Reply, fds: &[RawFd]) -> std::result::Result<(), String> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     let body = serde_json::to_vec(reply).map_err(|e| e.to_string())?;
-    nix::sys::socket::send(sock.as_raw_fd(), &body, nix::sys::socket::MsgFlags::empty())
+    let iov = [std::io::IoSlice::new(&body)];
+    let rights = [ControlMessage::ScmRights(fds)];
+    let cmsg: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
+    sendmsg::<()>(sock.as_raw_fd(), &iov, cmsg, MsgFlags::empty(), None)
         .map_err(|e| format!("send: {e}"))?;
     Ok(())
+}
+
+/// A non-blocking TCP socket connecting to `port` on the box's loopback
+/// (the zygote is in the box's network namespace). A connection the box
+/// refuses at once is an error here; one still under way is the
+/// supervisor's to finish, so no box can hold the zygote up.
+fn connect_inside(port: u16, ipv6: bool) -> std::result::Result<OwnedFd, nix::errno::Errno> {
+    use nix::sys::socket::{
+        AddressFamily, SockFlag, SockType, SockaddrIn, SockaddrIn6, connect, socket,
+    };
+    let flags = SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC;
+    let (fd, result) = if ipv6 {
+        let fd = socket(AddressFamily::Inet6, SockType::Stream, flags, None)?;
+        let addr = SockaddrIn6::from(std::net::SocketAddrV6::new(
+            std::net::Ipv6Addr::LOCALHOST,
+            port,
+            0,
+            0,
+        ));
+        let r = connect(fd.as_raw_fd(), &addr);
+        (fd, r)
+    } else {
+        let fd = socket(AddressFamily::Inet, SockType::Stream, flags, None)?;
+        let addr = SockaddrIn::from(std::net::SocketAddrV4::new(
+            std::net::Ipv4Addr::LOCALHOST,
+            port,
+        ));
+        let r = connect(fd.as_raw_fd(), &addr);
+        (fd, r)
+    };
+    match result {
+        Ok(()) | Err(nix::errno::Errno::EINPROGRESS) => Ok(fd),
+        Err(e) => Err(e),
+    }
 }
 
 /// Reports every child that ended.
@@ -320,14 +396,18 @@ fn reap(sock: &OwnedFd) -> std::result::Result<(), String> {
 }
 
 enum Received {
-    Request(Spawn, [OwnedFd; 3]),
+    Spawn(Spawn, [OwnedFd; 3]),
+    Connect {
+        port: u16,
+        ipv6: bool,
+    },
     Eof,
     /// Interrupted: nothing yet.
     Nothing,
 }
 
-/// One request and its three descriptors.
-fn receive_spawn(sock: &OwnedFd, buf: &mut [u8]) -> std::result::Result<Received, String> {
+/// One request and its descriptors (a spawn's three).
+fn receive_request(sock: &OwnedFd, buf: &mut [u8]) -> std::result::Result<Received, String> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     let mut cmsg = nix::cmsg_space!([RawFd; 3]);
     let (n, fds) = {
@@ -361,12 +441,17 @@ fn receive_spawn(sock: &OwnedFd, buf: &mut [u8]) -> std::result::Result<Received
     if n == 0 {
         return Ok(Received::Eof);
     }
-    let spawn: Spawn =
+    let request: Request =
         serde_json::from_slice(&buf[..n]).map_err(|e| format!("bad request: {e}"))?;
-    let stdio: [OwnedFd; 3] = fds
-        .try_into()
-        .map_err(|_| "a request without its three descriptors".to_owned())?;
-    Ok(Received::Request(spawn, stdio))
+    match request {
+        Request::Spawn(spawn) => {
+            let stdio: [OwnedFd; 3] = fds
+                .try_into()
+                .map_err(|_| "a request without its three descriptors".to_owned())?;
+            Ok(Received::Spawn(spawn, stdio))
+        }
+        Request::Connect { port, ipv6 } => Ok(Received::Connect { port, ipv6 }),
+    }
 }
 
 /// Forks and executes one command; answers once it runs (or could not).

@@ -30,6 +30,8 @@ pub struct Supervisor {
     pub pid1: i32,
     pub init: i32,
     pub cgroup: super::super::cgroup::BoxCgroup,
+    /// The ports it publishes (actual host ports).
+    pub ports: Vec<crate::registry::PortMapping>,
     /// Each exec's exit, as pushed on the watch connection.
     exits: Arc<Mutex<HashMap<String, watch::Sender<Option<ExitStatus>>>>>,
     /// Why the box ended, once it has (or its supervisor went away).
@@ -135,6 +137,7 @@ impl Supervisor {
             init,
             cgroup,
             execs,
+            ports,
         } = frame.parse::<Reply>().map_err(broken)?
         else {
             return Err(Error::Engine("the box's supervisor said no hello".into()));
@@ -158,6 +161,7 @@ impl Supervisor {
                 pid1,
                 init,
                 cgroup,
+                ports,
                 exits,
                 ended,
             }),

@@ -3,8 +3,10 @@
 //! that the box and its execs outlive the daemon (a crash, an upgrade, an
 //! idle exit).
 //!
-//! It starts the box (bubblewrap, as the daemon did before), serves its
-//! egress proxy, starts its zygote, and holds every exec's stdio: each
+//! It binds the box's published ports (`ports.rs`), starts the box
+//! (bubblewrap, as the daemon did before), serves its egress proxy,
+//! starts its zygote, relays the published ports into the box through
+//! it, and holds every exec's stdio: each
 //! exec's output goes into its log (`exec_log.rs`), read by the daemon's
 //! subscriptions over `BOXDIR/supervisor.sock`. It ends once the box has
 //! ended and every exec's output was read (or after [`LINGER`]).
@@ -27,6 +29,7 @@ use tokio::sync::{broadcast, oneshot, watch};
 use super::super::nsexec::{self, Reply as ZReply, Spawn};
 use super::super::sandbox::Sandbox;
 use super::super::usage::{self, Usage};
+use super::ports;
 use super::wire::{self, ExecInfo, Frame, Push, Reply, Request, RunSpec, Start, Up};
 use crate::engine::exec::{ExecHandle, LocalExec};
 use crate::engine::{ExitStatus, Process, ProcessControl};
@@ -94,6 +97,15 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
         },
         message: e.to_string(),
     };
+    // Before anything starts: a host address that cannot be had fails the
+    // start with nothing to undo.
+    let listeners = match ports::bind(&start.ports) {
+        Ok(l) => l,
+        Err(e) => {
+            tell(&failed(e));
+            return 1;
+        }
+    };
     let mut warnings = Vec::new();
     let sandbox = match Sandbox::start(
         &start.plan,
@@ -123,20 +135,21 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
             }
             None => (None, None),
         };
-        let zygote = Zygote::start(&nsexec::Target {
+        let zygote = Arc::new(Zygote::start(&nsexec::Target {
             pid: init,
             cgroups: start.cgroup.procs_files(),
             nproc: start.nproc,
-        })?;
+        })?);
+        let relays = listeners.serve(zygote.clone())?;
         let path = start.dir.join(wire::SOCKET);
         let _ = std::fs::remove_file(&path);
         let listener = tokio::net::UnixListener::bind(&path)
             .map_err(|e| Error::io(format!("bind {}", path.display()), e))?;
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
             .map_err(|e| Error::io("chmod the supervisor's socket", e))?;
-        Ok::<_, Error>((proxy, traffic, zygote, listener))
+        Ok::<_, Error>((proxy, traffic, zygote, relays, listener))
     };
-    let (proxy, traffic, zygote, listener) = match set_up.await {
+    let (proxy, traffic, zygote, relays, listener) = match set_up.await {
         Ok(v) => v,
         Err(e) => {
             sandbox.stop(true).await;
@@ -150,7 +163,7 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
         warnings,
     });
     drop(channel);
-    tracing::info!(box_name = %start.box_name, pid1, init, "box running");
+    tracing::info!(box_name = %start.box_name, pid1, init, ports = ?relays.published(), "box running");
 
     let ended = sandbox.ended();
     let sup = Arc::new(Sup {
@@ -160,6 +173,7 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
         sandbox: tokio::sync::Mutex::new(Some(sandbox)),
         zygote,
         traffic,
+        relays,
         execs: Mutex::new(HashMap::new()),
         pushes: broadcast::channel(256).0,
         stops: Default::default(),
@@ -171,9 +185,13 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
     {
         let (sup, mut ended) = (sup.clone(), ended.clone());
         tokio::spawn(async move {
-            if let Ok(reason) = ended.wait_for(Option::is_some).await {
-                let reason = reason.clone().unwrap_or_default();
+            let reason = match ended.wait_for(Option::is_some).await {
+                Ok(reason) => reason.clone(),
+                Err(_) => None,
+            };
+            if let Some(reason) = reason {
                 tracing::info!(%reason, "box ended");
+                sup.relays.close().await;
                 let _ = sup.pushes.send(Push::Ended(reason));
             }
         });
@@ -197,6 +215,7 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
                     let sandbox = sup.sandbox.lock().await.take();
                     if let Some(sandbox) = sandbox {
                         tracing::warn!(box_name = %sup.start.box_name, "the box's socket is gone; stopping it");
+                        sup.relays.close().await;
                         sandbox.stop(true).await;
                         return 0;
                     }
@@ -237,7 +256,9 @@ struct Sup {
     init: i32,
     ended: watch::Receiver<Option<String>>,
     sandbox: tokio::sync::Mutex<Option<Sandbox>>,
-    zygote: Zygote,
+    zygote: Arc<Zygote>,
+    /// The published ports.
+    relays: ports::Relays,
     /// The egress proxy's byte counts, when the box has one.
     traffic: Option<Arc<crate::egress::Traffic>>,
     execs: Mutex<HashMap<String, Arc<Exec>>>,
@@ -345,12 +366,12 @@ impl Sup {
         };
         let mut argv = vec![spec.command.clone()];
         argv.extend(spec.args.iter().cloned());
-        let request = Spawn {
+        let request = nsexec::Request::Spawn(Spawn {
             argv,
             env: spec.env.clone(),
             working_dir: spec.working_dir.clone(),
             tty: spec.tty.is_some(),
-        };
+        });
         type Streams = (
             Option<crate::engine::Input>,
             crate::engine::Output,
@@ -415,6 +436,11 @@ impl Sup {
                         status
                     }),
                 )
+            }
+            Spawned::Socket(_) => {
+                return Err(Error::Internal(
+                    "the box's zygote answered a spawn with a socket".into(),
+                ));
             }
             Spawned::Fail(code, message) => (
                 0,
@@ -500,9 +526,12 @@ impl ProcessControl for Control {
     }
 }
 
+/// The zygote's answer to a request.
 enum Spawned {
     Pid(i32, oneshot::Receiver<ExitStatus>),
     Fail(i32, String),
+    /// A connection inside the box.
+    Socket(OwnedFd),
 }
 
 impl Sup {
@@ -560,15 +589,25 @@ impl Zygote {
                 let Ok(mut ready) = sock.readable().await else {
                     break;
                 };
-                let reply = match nsexec::receive(sock.get_ref()) {
+                let (reply, fd) = match nsexec::receive(sock.get_ref()) {
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         ready.clear_ready();
                         continue;
                     }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Ok(Some(r)) => r,
                     Ok(None) | Err(_) => break,
                 };
                 match reply {
+                    ZReply::Connected => {
+                        let answer = match fd {
+                            Some(fd) => Spawned::Socket(fd),
+                            None => Spawned::Fail(0, "no socket came with the reply".into()),
+                        };
+                        if let Some(p) = pending.lock().expect("zygote").take() {
+                            let _ = p.send(answer);
+                        }
+                    }
                     ZReply::Pid(pid) => {
                         let (tx, rx) = oneshot::channel();
                         exits.lock().expect("zygote").insert(pid, tx);
@@ -607,22 +646,30 @@ impl Zygote {
         }
     }
 
-    async fn spawn(&self, request: &Spawn, stdio: [OwnedFd; 3]) -> Result<Spawned> {
-        let _one = self.lock.lock().await;
-        let (tx, rx) = oneshot::channel();
-        *self.pending.lock().expect("zygote") = Some(tx);
+    async fn spawn(&self, request: &nsexec::Request, stdio: [OwnedFd; 3]) -> Result<Spawned> {
         let raw = [
             stdio[0].as_raw_fd(),
             stdio[1].as_raw_fd(),
             stdio[2].as_raw_fd(),
         ];
+        let answer = self.ask(request, &raw).await;
+        // The zygote has its copies; the command's ends close here.
+        drop(stdio);
+        answer
+    }
+
+    /// One request and its answer (one at a time: answers come in order).
+    async fn ask(&self, request: &nsexec::Request, fds: &[std::os::fd::RawFd]) -> Result<Spawned> {
+        let _one = self.lock.lock().await;
+        let (tx, rx) = oneshot::channel();
+        *self.pending.lock().expect("zygote") = Some(tx);
         loop {
             let mut guard = self
                 .sock
                 .writable()
                 .await
                 .map_err(|e| Error::io("zygote socket", e))?;
-            match nsexec::send(self.sock.get_ref(), request, raw) {
+            match nsexec::send(self.sock.get_ref(), request, fds) {
                 Err(Error::Io { source, .. })
                     if source.kind() == std::io::ErrorKind::WouldBlock =>
                 {
@@ -631,10 +678,23 @@ impl Zygote {
                 other => break other?,
             }
         }
-        // The zygote has its copies; the command's ends close here.
-        drop(stdio);
         rx.await
             .map_err(|_| Error::Engine("the box's zygote ended".into()))
+    }
+}
+
+#[async_trait::async_trait]
+impl ports::Inside for Zygote {
+    async fn connect(&self, port: u16, ipv6: bool) -> std::result::Result<OwnedFd, String> {
+        match self
+            .ask(&nsexec::Request::Connect { port, ipv6 }, &[])
+            .await
+        {
+            Ok(Spawned::Socket(fd)) => Ok(fd),
+            Ok(Spawned::Fail(_, why)) => Err(why),
+            Ok(Spawned::Pid(..)) => Err("the box's zygote answered a connect with a pid".into()),
+            Err(e) => Err(e.to_string()),
+        }
     }
 }
 
@@ -680,6 +740,8 @@ async fn connection(sup: Arc<Sup>, stream: UnixStream) {
         Request::Usage => Reply::Usage(sup.usage()),
         Request::Stop { force } => {
             sup.stops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // The host ports are free once the stop is answered.
+            sup.relays.close().await;
             let sandbox = sup.sandbox.lock().await.take();
             if let Some(sandbox) = sandbox {
                 sandbox.stop(force).await;
@@ -735,6 +797,7 @@ async fn hello(
         init: sup.init,
         cgroup: sup.start.cgroup.clone(),
         execs,
+        ports: sup.relays.published(),
     };
     if wire::write(&mut w, &Frame::json(&hello)).await.is_err() {
         return;

@@ -49,6 +49,9 @@ pub struct Start {
     pub nproc: Option<u64>,
     /// The box's egress allow-list and secrets, when it has a proxy.
     pub egress: Option<Egress>,
+    /// The ports to publish (host port 0: any free one).
+    #[serde(default)]
+    pub ports: Vec<crate::registry::PortMapping>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -130,6 +133,9 @@ pub enum Reply {
         init: i32,
         cgroup: BoxCgroup,
         execs: Vec<ExecInfo>,
+        /// The ports it publishes now (actual host ports).
+        #[serde(default)]
+        ports: Vec<crate::registry::PortMapping>,
     },
     /// A subscription follows, from `start`.
     Subscribed {
