@@ -63,7 +63,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub mod auth;
-mod files;
+pub(crate) mod files;
 pub mod import;
 pub mod local;
 pub mod owners;
