@@ -40,17 +40,13 @@ use serde::{Deserialize, Serialize};
 use super::NamespaceEngine;
 use super::snapshots::Layout;
 use crate::engine::Created;
+use crate::engine::box_archive::{self, FORMAT, MANIFEST, bad, secret_free};
 use crate::error::{Error, Result};
 use crate::image::Owners;
 use crate::image::files::{Refused, open_dir_beneath, open_followed};
 use crate::registry::{BoxRecord, BoxSpec};
 
-/// The archive format this boxd writes and reads.
-pub const FORMAT: u32 = 1;
-/// The first entry of every archive.
-pub const MANIFEST: &str = "boxd-box.json";
 const FILES: &str = "files";
-const MAX_MANIFEST: u64 = 1 << 20;
 /// PAX record prefix of an extended attribute (overlay ones named
 /// `overlay.*`, without the exporting daemon's namespace).
 const XATTR: &str = "BOXD.xattr.";
@@ -72,22 +68,14 @@ pub struct Manifest {
 
 impl Manifest {
     pub fn new(record: &BoxRecord, layout: Layout) -> Manifest {
-        let mut spec = record.spec.clone();
-        for s in &mut spec.secrets {
-            s.value.clear();
-        }
         Manifest {
             format: FORMAT,
             engine: "namespace".into(),
             layout,
-            spec,
+            spec: secret_free(&record.spec),
             image_digest: record.image_digest.clone(),
         }
     }
-}
-
-fn bad(what: impl std::fmt::Display) -> Error {
-    Error::InvalidArgument(format!("not a usable box archive: {what}"))
 }
 
 /// How this daemon names overlay attributes (see `boot.rs`: `userxattr`
@@ -122,35 +110,7 @@ pub fn read_manifest(path: &Path) -> Result<Manifest> {
 }
 
 fn manifest_of<R: Read>(entries: &mut tar::Entries<'_, R>) -> Result<Manifest> {
-    let mut first = entries
-        .next()
-        .ok_or_else(|| bad("it is empty"))?
-        .map_err(bad)?;
-    if first.path_bytes().as_ref() != MANIFEST.as_bytes() {
-        return Err(bad(format!("its first entry is not {MANIFEST}")));
-    }
-    if first.size() > MAX_MANIFEST {
-        return Err(bad(format!("{MANIFEST} is larger than 1 MiB")));
-    }
-    let mut text = Vec::new();
-    (&mut first)
-        .take(MAX_MANIFEST)
-        .read_to_end(&mut text)
-        .map_err(bad)?;
-    let m: Manifest = serde_json::from_slice(&text).map_err(|e| bad(format!("{MANIFEST}: {e}")))?;
-    if m.format != FORMAT {
-        return Err(bad(format!(
-            "format {} (this boxd reads format {FORMAT})",
-            m.format
-        )));
-    }
-    if m.engine != "namespace" {
-        return Err(Error::FailedPrecondition(format!(
-            "the archive holds a {} box; this boxd runs the namespace engine",
-            m.engine
-        )));
-    }
-    Ok(m)
+    box_archive::manifest(entries, "namespace")
 }
 
 // ---------------------------------------------------------------- export
