@@ -955,7 +955,7 @@ impl NamespaceEngine {
             .collect()
     }
 
-    /// Deletes a box directory: as box root where only box root may
+    /// Deletes a box directory (or a file of it): as box root where only box root may
     /// delete its files; else directly, making read-only directories
     /// writable first where the plain removal is refused.
     async fn remove_tree(&self, dir: &Path) -> Result<()> {
@@ -973,6 +973,11 @@ impl NamespaceEngine {
         }
         let dir = dir.to_path_buf();
         tokio::task::spawn_blocking(move || {
+            if std::fs::symlink_metadata(&dir).is_ok_and(|m| !m.is_dir()) {
+                // A file (a disk image): removed as one.
+                return std::fs::remove_file(&dir)
+                    .map_err(|e| Error::io(format!("remove {}", dir.display()), e));
+            }
             if std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
                 return Ok(());
             }
