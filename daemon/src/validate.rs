@@ -429,6 +429,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn snapshot_names_follow_box_names() {
+        snapshot_name("s1").unwrap();
+        snapshot_name("20261201-063000").unwrap();
+        for bad in ["", "../x", "a/b", ".x", "-x", "sp ace", &"n".repeat(65)] {
+            let e = snapshot_name(bad).unwrap_err();
+            assert!(
+                e.to_string().contains("invalid snapshot name"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn export_paths_are_absolute_new_files_in_existing_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("a.tgz");
+        assert_eq!(
+            export_path(new.to_str().unwrap()).unwrap(),
+            dir.path().canonicalize().unwrap().join("a.tgz")
+        );
+        std::fs::write(&new, b"x").unwrap();
+        assert!(matches!(
+            export_path(new.to_str().unwrap()),
+            Err(Error::AlreadyExists(_))
+        ));
+        let missing = dir.path().join("no/such/a.tgz");
+        for bad in [
+            "relative.tgz",
+            "/",
+            "/tmp/../etc/x",
+            "/tmp/a\0b",
+            missing.to_str().unwrap(),
+        ] {
+            assert!(
+                matches!(export_path(bad), Err(Error::InvalidArgument(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn names() {
         for ok in ["a", "box-1", "A.b_c", &"x".repeat(64), "9"] {
             assert!(box_name(ok).is_ok(), "{ok}");

@@ -154,7 +154,7 @@ async fn a_clone_of_a_running_box_has_its_files_and_runs_on_its_own() {
     sh(
         &mut c,
         "src",
-        "mkdir /work && echo one > /work/a && rm /bin/arch",
+        "mkdir /work && echo one > /work/a && rm /bin/arch && rm -rf /etc && mkdir /etc && touch /etc/mine",
     )
     .await;
     // An edit made just before the clone is in it.
@@ -174,8 +174,8 @@ async fn a_clone_of_a_running_box_has_its_files_and_runs_on_its_own() {
     start(&mut c, "copy").await;
     assert_eq!(sh(&mut c, "copy", "cat /work/a").await, "one\ntwo\n");
     assert_eq!(
-        sh(&mut c, "copy", "[ -e /bin/arch ] || echo gone").await,
-        "gone\n"
+        sh(&mut c, "copy", "[ -e /bin/arch ] || echo gone; ls /etc").await,
+        "gone\nmine\n"
     );
     // Writes to either do not show in the other.
     sh(&mut c, "copy", "echo clone > /work/b").await;
@@ -251,15 +251,7 @@ fn gunzip(path: &std::path::Path) -> Vec<u8> {
 async fn export_then_import_keeps_files_modes_owners_and_whiteouts_but_no_secret() {
     let d = Daemon::start();
     let mut c = d.client().await;
-    const VALUE: &str = "s3cr3t-value-that-never-leaves";
     let spec = v1::BoxSpec {
-        allow_net: vec!["example.com".into()],
-        secrets: vec![v1::Secret {
-            name: "TOKEN".into(),
-            hosts: vec!["example.com".into()],
-            placeholder: String::new(),
-            value: VALUE.into(),
-        }],
         env: [("KEEP".to_string(), "me".to_string())].into(),
         ..busybox_spec()
     };
@@ -269,7 +261,8 @@ async fn export_then_import_keeps_files_modes_owners_and_whiteouts_but_no_secret
         "orig",
         "mkdir -p /w/d && echo data > /w/f && chown 1234:5678 /w/f && chmod 0640 /w/f \
          && chmod 0750 /w/d && ln -s ../f /w/d/link && ln /w/f /w/hard && rm /bin/arch \
-         && dd if=/dev/urandom of=/w/big bs=64k count=16 2>/dev/null && md5sum /w/big > /w/big.md5",
+         && dd if=/dev/urandom of=/w/big bs=64k count=16 2>/dev/null && md5sum /w/big > /w/big.md5 \
+         && rm -rf /etc && mkdir /etc && echo new > /etc/new",
     )
     .await;
     let before = sh(
@@ -289,12 +282,7 @@ async fn export_then_import_keeps_files_modes_owners_and_whiteouts_but_no_secret
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let size = std::fs::metadata(&archive).unwrap().len();
     assert_eq!(v["sizeBytes"].as_u64(), Some(size));
-    let bytes = gunzip(&archive);
-    assert!(
-        !bytes.windows(VALUE.len()).any(|w| w == VALUE.as_bytes()),
-        "a secret's value is in the archive"
-    );
-    assert!(bytes.starts_with(b"boxd-box.json"));
+    assert!(gunzip(&archive).starts_with(b"boxd-box.json"));
     // Only the archive is left in the directory (no temporary file).
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 
@@ -306,11 +294,6 @@ async fn export_then_import_keeps_files_modes_owners_and_whiteouts_but_no_secret
         .args(["back", "--json"]));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["created"], true, "{v}");
-    let warnings = v["warnings"].to_string();
-    assert!(
-        warnings.contains("TOKEN") && warnings.contains("secret"),
-        "{warnings}"
-    );
     start(&mut c, "back").await;
     let after = sh(
         &mut c,
@@ -329,30 +312,81 @@ async fn export_then_import_keeps_files_modes_owners_and_whiteouts_but_no_secret
         .await,
         "gone\nme\ndata\n"
     );
+    // /etc was replaced: an opaque directory hides the image's files.
+    assert_eq!(sh(&mut c, "back", "ls /etc").await, "new\n");
     assert_eq!(
         sh(&mut c, "back", "md5sum -c /w/big.md5").await,
         "/w/big: OK\n"
     );
+
+    // A secret's value never leaves boxd: not in the archive, and an
+    // import says which secrets were dropped.
+    const VALUE: &str = "s3cr3t-value-that-never-leaves";
+    let shared = host_dir();
+    let spec = v1::BoxSpec {
+        mounts: vec![v1::Mount {
+            host_path: shared.path().to_string_lossy().into_owned(),
+            guest_path: "/shared".into(),
+            read_only: false,
+        }],
+        allow_net: vec!["example.com".into()],
+        secrets: vec![v1::Secret {
+            name: "TOKEN".into(),
+            hosts: vec!["example.com".into()],
+            placeholder: String::new(),
+            value: VALUE.into(),
+        }],
+        ..busybox_spec()
+    };
+    create(&mut c, "sec", spec).await;
+    let sec = dir.path().join("sec.tgz");
+    ok(d.boxctl().args(["export", "sec"]).arg(&sec));
+    let bytes = gunzip(&sec);
+    assert!(
+        !bytes.windows(VALUE.len()).any(|w| w == VALUE.as_bytes()),
+        "a secret's value is in the archive"
+    );
+    let out = ok(d
+        .boxctl()
+        .arg("import-box")
+        .arg(&sec)
+        .args(["sec2", "--json"]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warnings = v["warnings"].to_string();
+    assert!(
+        warnings.contains("TOKEN") && warnings.contains("secret"),
+        "{warnings}"
+    );
+    // The exporting host's paths are not mounted by an import.
+    assert!(
+        warnings.contains("mounts were not imported") && warnings.contains("/shared"),
+        "{warnings}"
+    );
     let info = c
         .inspect_box(v1::InspectBoxRequest {
-            name: "back".into(),
+            name: "sec2".into(),
         })
         .await
         .unwrap()
         .into_inner();
-    assert!(info.spec.unwrap().secrets.is_empty());
+    let spec = info.spec.unwrap();
+    assert!(spec.secrets.is_empty());
+    assert!(spec.mounts.is_empty());
+    assert_eq!(spec.allow_net, ["example.com"]);
 
     // A second import under a taken name is refused, and leaves nothing.
     let dirs = box_dirs(&d);
     let err = fails(d.boxctl().arg("import-box").arg(&archive).arg("back"));
     assert!(err.contains("exists"), "{err}");
     assert_eq!(box_dirs(&d), dirs);
-    c.remove_box(v1::RemoveBoxRequest {
-        name: "back".into(),
-        force: true,
-    })
-    .await
-    .unwrap();
+    for name in ["back", "sec", "sec2"] {
+        c.remove_box(v1::RemoveBoxRequest {
+            name: name.into(),
+            force: true,
+        })
+        .await
+        .unwrap();
+    }
 }
 
 /// A box archive whose manifest is a real one (from `template`), and
