@@ -626,25 +626,7 @@ impl Engine for NamespaceEngine {
         let own = [upper(record), rootfs(record)]
             .into_iter()
             .find(|d| d.is_dir())?;
-        if !self.privileged && self.ids.is_range() {
-            // Only box root may read every directory of the box's files.
-            let argv: Vec<OsString> = vec![
-                "du".into(),
-                "-s".into(),
-                "-B1".into(),
-                "-x".into(),
-                own.into(),
-            ];
-            let out = userns::run_as_box_root(&self.ids, &argv).await.ok()?;
-            return String::from_utf8_lossy(&out)
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok();
-        }
-        tokio::task::spawn_blocking(move || disk_used(&own))
-            .await
-            .ok()
+        self.measure(own).await
     }
 
     async fn snapshot_create(&self, record: &BoxRecord, name: &str) -> Result<Snapshot> {
@@ -953,6 +935,30 @@ impl NamespaceEngine {
                 )
             })
             .collect()
+    }
+
+    /// Bytes on disk under `own` (as box root where only box root may
+    /// read every directory of it).
+    async fn measure(&self, own: PathBuf) -> Option<u64> {
+        if !self.privileged && self.ids.is_range() {
+            // Only box root may read every directory of the box's files.
+            let argv: Vec<OsString> = vec![
+                "du".into(),
+                "-s".into(),
+                "-B1".into(),
+                "-x".into(),
+                own.into(),
+            ];
+            let out = userns::run_as_box_root(&self.ids, &argv).await.ok()?;
+            return String::from_utf8_lossy(&out)
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok();
+        }
+        tokio::task::spawn_blocking(move || disk_used(&own))
+            .await
+            .ok()
     }
 
     /// Deletes a box directory (or a file of it): as box root where only box root may

@@ -129,7 +129,7 @@ impl NamespaceEngine {
                 .map_err(|e| Error::io(format!("create {}", tmp.display()), e))?;
             self.copy_tree(&live, &tmp.join(layout.file_name()), "taking a snapshot")
                 .await?;
-            let size_bytes = self.size_of(&tmp).await;
+            let size_bytes = self.measure(tmp.clone()).await.unwrap_or(0);
             let meta = Meta {
                 name: name.to_owned(),
                 created_at_ms: crate::registry::now_ms(),
@@ -152,14 +152,6 @@ impl NamespaceEngine {
             let _ = self.remove_tree(&tmp).await;
         }
         made
-    }
-
-    /// Bytes on disk under `dir`.
-    async fn size_of(&self, dir: &Path) -> u64 {
-        let dir = dir.to_path_buf();
-        tokio::task::spawn_blocking(move || super::disk_used(&dir))
-            .await
-            .unwrap_or(0)
     }
 
     pub(super) fn snapshot_list_impl(&self, record: &BoxRecord) -> Result<Vec<Snapshot>> {
