@@ -699,17 +699,96 @@ fn unpack(
     Ok(manifest)
 }
 
-impl NamespaceEngine {
-    /// How box-relative ids map to this daemon's, for archives; refused
-    /// where only a helper running as box root could read or give them.
-    fn archive_owners(&self) -> Result<Owners> {
-        let owners = super::ownership(&self.ids, self.privileged).owners;
-        if owners == Owners::Keep {
-            return Err(Error::Unimplemented(
-                "box archives need boxd to run as root or with a single id here (an unprivileged boxd with a subordinate id range cannot read its boxes' files itself)".into(),
-            ));
+/// The argument that selects [`helper_main`] in `main`.
+pub const HELPER_ARG: &str = "__boxarchive";
+/// How the helper marks its error's kind on stderr.
+const ERROR_MARK: &str = "box-archive-error:";
+
+/// `boxd __boxarchive export FILES MANIFEST-FILE OUT` and `boxd
+/// __boxarchive import ARCHIVE DEST MAX-SIZE`: the archive work of an
+/// unprivileged boxd with a subordinate id range, run as box root
+/// (`userns::run_as_box_root`), where the box's ids are its own
+/// ([`Owners::Keep`]) and only there readable and writable. An error is
+/// printed as `box-archive-error:KIND:message` and exits 1.
+pub fn helper_main(args: Vec<OsString>) -> ! {
+    let arg = |i: usize| args.get(i).map(PathBuf::from).unwrap_or_default();
+    let result = match args.first().and_then(|a| a.to_str()) {
+        Some("export") if args.len() == 4 => (|| {
+            let text = std::fs::read(arg(2)).map_err(|e| Error::io("read the manifest", e))?;
+            let manifest: Manifest =
+                serde_json::from_slice(&text).map_err(|e| Error::Internal(e.to_string()))?;
+            let out = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(arg(3))
+                .map_err(|e| Error::io("open the archive", e))?;
+            write_archive(out, &manifest, &arg(1), Owners::Keep, false).map(drop)
+        })(),
+        Some("import") if args.len() == 4 => (|| {
+            let max = args[3]
+                .to_str()
+                .and_then(|m| m.parse().ok())
+                .ok_or_else(|| Error::Internal("bad helper arguments".into()))?;
+            let limits = crate::image::ImageLimits {
+                max_size: max,
+                cancel: Default::default(),
+            };
+            unpack(&arg(1), &arg(2), Owners::Keep, false, &limits).map(drop)
+        })(),
+        _ => Err(Error::Internal("bad helper arguments".into())),
+    };
+    match result {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            let kind = match e {
+                Error::InvalidArgument(_) => "invalid",
+                Error::ResourceExhausted(_) => "exhausted",
+                Error::FailedPrecondition(_) => "precondition",
+                Error::NotFound(_) => "notfound",
+                _ => "other",
+            };
+            eprintln!("{ERROR_MARK}{kind}:{e}");
+            std::process::exit(1)
         }
-        Ok(owners)
+    }
+}
+
+/// The helper's error as the daemon's (see [`helper_main`]).
+fn helper_error(e: Error) -> Error {
+    let text = e.to_string();
+    let Some(at) = text.find(ERROR_MARK) else {
+        return e;
+    };
+    let rest = &text[at + ERROR_MARK.len()..];
+    let (kind, message) = rest.split_once(':').unwrap_or(("other", rest));
+    let message = message.trim().to_owned();
+    match kind {
+        "invalid" => Error::InvalidArgument(message),
+        "exhausted" => Error::ResourceExhausted(message),
+        "precondition" => Error::FailedPrecondition(message),
+        "notfound" => Error::NotFound(message),
+        _ => Error::Engine(message),
+    }
+}
+
+impl NamespaceEngine {
+    /// How box-relative ids map to this daemon's, for archives
+    /// ([`Owners::Keep`]: the work runs as box root, see [`helper_main`]).
+    fn archive_owners(&self) -> Result<Owners> {
+        Ok(super::ownership(&self.ids, self.privileged).owners)
+    }
+
+    /// Runs [`helper_main`] as box root with `args`.
+    async fn archive_helper(&self, args: Vec<OsString>) -> Result<()> {
+        let exe = std::env::current_exe().map_err(|e| Error::io("find the boxd binary", e))?;
+        let argv: Vec<OsString> = [exe.into_os_string(), HELPER_ARG.into()]
+            .into_iter()
+            .chain(args)
+            .collect();
+        super::userns::run_as_box_root(&self.ids, &argv)
+            .await
+            .map(drop)
+            .map_err(helper_error)
     }
 
     pub(super) async fn export_impl(&self, record: &BoxRecord, path: &Path) -> Result<u64> {
@@ -736,13 +815,32 @@ impl NamespaceEngine {
             .prefix(".boxd-export-")
             .tempfile_in(&parent)
             .map_err(|e| Error::io(format!("create a file in {}", parent.display()), e))?;
+        if owners == Owners::Keep {
+            let text = serde_json::to_vec(&manifest).map_err(|e| Error::Internal(e.to_string()))?;
+            let at = record.dir.join(".export-manifest.json");
+            std::fs::write(&at, text).map_err(|e| Error::io("write the manifest", e))?;
+            let written = self
+                .archive_helper(vec![
+                    "export".into(),
+                    files.clone().into(),
+                    at.clone().into(),
+                    tmp.path().into(),
+                ])
+                .await;
+            let _ = std::fs::remove_file(&at);
+            written?;
+        }
         let (privileged, target) = (self.privileged, path.to_path_buf());
         tokio::task::spawn_blocking(move || {
             let file = tmp
                 .as_file()
                 .try_clone()
                 .map_err(|e| Error::io("open the archive", e))?;
-            let file = write_archive(file, &manifest, &files, owners, privileged)?;
+            let file = if owners == Owners::Keep {
+                file // written by the helper
+            } else {
+                write_archive(file, &manifest, &files, owners, privileged)?
+            };
             let size = file.metadata().map(|m| m.len()).unwrap_or(0);
             // Only if nothing appeared there meanwhile.
             nix::fcntl::renameat2(
@@ -790,12 +888,24 @@ impl NamespaceEngine {
             self.privileged,
             self.archive_limits.clone(),
         );
-        let unpacked =
-            tokio::task::spawn_blocking(move || unpack(&src, &dst, owners, privileged, &limits))
-                .await
-                .map_err(|e| Error::Internal(e.to_string()));
+        let unpacked = if owners == Owners::Keep {
+            self.archive_helper(vec![
+                "import".into(),
+                src.into(),
+                dst.into(),
+                limits.max_size.to_string().into(),
+            ])
+            .await
+        } else {
+            tokio::task::spawn_blocking(move || {
+                unpack(&src, &dst, owners, privileged, &limits).map(drop)
+            })
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))
+            .and_then(|r| r)
+        };
         let made = async {
-            unpacked??;
+            unpacked?;
             if manifest.layout == Layout::Overlay {
                 self.make_work(target)?;
             }

@@ -69,6 +69,7 @@ pub fn helper_main(mode: &str, args: impl FnOnce() -> Vec<OsString>) {
         boot::HELPER_ARG => boot::helper_main(args()),
         finish::HELPER_ARG => finish::helper_main(args()),
         userns::HELPER_ARG => userns::helper_main(args()),
+        archive::HELPER_ARG => archive::helper_main(args()),
         _ => {}
     }
 }
