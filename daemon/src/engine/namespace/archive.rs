@@ -930,6 +930,7 @@ impl NamespaceEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn archive_paths_stay_under_files() {
@@ -948,6 +949,108 @@ mod tests {
                 "{:?}",
                 String::from_utf8_lossy(hostile)
             );
+        }
+    }
+
+    /// Random archives from the parts that matter (climbing and absolute
+    /// paths, symlinks then entries through them, hard links out and in,
+    /// devices, FIFOs, duplicates) never panic the importer and never
+    /// touch anything outside the import's directory: a canary beside it
+    /// keeps its bytes and its single link.
+    #[test]
+    fn random_hostile_archives_stay_inside() {
+        use rand::Rng;
+        let outer = tempfile::tempdir().unwrap();
+        let canary = outer.path().join("canary");
+        std::fs::write(&canary, b"precious").unwrap();
+        let canary_s = canary.to_string_lossy().into_owned();
+        let names = [
+            "files",
+            "files/a",
+            "files/a/b",
+            "files/l",
+            "files/l/canary",
+            "files/../canary",
+            "files/a/../../canary",
+            canary_s.as_str(),
+            "canary",
+            "files/h",
+        ];
+        let targets = [
+            "/",
+            "..",
+            "../..",
+            canary_s.as_str(),
+            "a",
+            "files/a/b",
+            "files/../canary",
+        ];
+        let manifest = serde_json::to_vec(&Manifest {
+            format: FORMAT,
+            engine: "namespace".into(),
+            layout: Layout::Overlay,
+            spec: BoxSpec::default(),
+            image_digest: String::new(),
+        })
+        .unwrap();
+        let mut rng = rand::rng();
+        for run in 0..300 {
+            let path = outer.path().join(format!("a{run}.tgz"));
+            let gz = flate2::write::GzEncoder::new(
+                File::create(&path).unwrap(),
+                flate2::Compression::fast(),
+            );
+            let mut b = tar::Builder::new(gz);
+            let mut h = tar::Header::new_gnu();
+            h.set_size(manifest.len() as u64);
+            b.append_data(&mut h, MANIFEST, manifest.as_slice())
+                .unwrap();
+            for _ in 0..rng.random_range(1..8) {
+                let name = names[rng.random_range(0..names.len())].as_bytes();
+                let link = targets[rng.random_range(0..targets.len())].as_bytes();
+                let kind = [
+                    tar::EntryType::Regular,
+                    tar::EntryType::Directory,
+                    tar::EntryType::Symlink,
+                    tar::EntryType::Link,
+                    tar::EntryType::Char,
+                    tar::EntryType::Fifo,
+                    tar::EntryType::Block,
+                ][rng.random_range(0..7)];
+                let mut h = tar::Header::new_gnu();
+                h.set_entry_type(kind);
+                h.set_mode(rng.random_range(0..0o10000));
+                let data: &[u8] = if kind == tar::EntryType::Regular {
+                    b"evil"
+                } else {
+                    b""
+                };
+                h.set_size(data.len() as u64);
+                let gnu = h.as_gnu_mut().unwrap();
+                gnu.name[..name.len()].copy_from_slice(name);
+                gnu.linkname[..link.len()].copy_from_slice(link);
+                h.set_device_major(rng.random_range(0..2)).unwrap();
+                h.set_device_minor(rng.random_range(0..4)).unwrap();
+                h.set_cksum();
+                b.append(&h, data).unwrap();
+            }
+            b.into_inner().unwrap().finish().unwrap();
+            let dest = outer.path().join(format!("d{run}"));
+            let limits = crate::image::ImageLimits {
+                max_size: 1 << 20,
+                cancel: Default::default(),
+            };
+            let _ = unpack(&path, &dest, Owners::Flatten, false, &limits);
+            let meta = std::fs::metadata(&canary).unwrap();
+            assert_eq!(std::fs::read(&canary).unwrap(), b"precious", "run {run}");
+            assert_eq!(meta.nlink(), 1, "run {run}: the canary was linked");
+            let mut entries: Vec<String> = std::fs::read_dir(outer.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('a') && !n.starts_with('d'))
+                .collect();
+            entries.sort();
+            assert_eq!(entries, ["canary"], "run {run}");
         }
     }
 
