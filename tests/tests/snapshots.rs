@@ -221,6 +221,26 @@ async fn a_clone_of_a_running_box_has_its_files_and_runs_on_its_own() {
         serde_json::json!({"name": "copy2", "snapshot": "j1"}),
     );
     assert!(v["result"].is_object(), "{v}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("copy2.tgz").to_string_lossy().into_owned();
+    let v = j.call(
+        8,
+        "box.export",
+        serde_json::json!({"name": "copy2", "path": path}),
+    );
+    assert!(v["result"]["sizeBytes"].as_u64().unwrap() > 0, "{v}");
+    let v = j.call(
+        9,
+        "box.import",
+        serde_json::json!({"path": path, "name": "copy3"}),
+    );
+    assert_eq!(v["result"]["created"], true, "{v}");
+    let v = j.call(
+        10,
+        "box.export",
+        serde_json::json!({"name": "copy2", "path": path}),
+    );
+    assert_eq!(v["error"]["code"], "already_exists", "{v}");
     let v = j.call(7, "host.describe", serde_json::json!({}));
     let caps = v["result"]["capabilities"].to_string();
     for m in ["box.snapshot", "box.clone", "box.export", "box.import"] {
@@ -228,7 +248,7 @@ async fn a_clone_of_a_running_box_has_its_files_and_runs_on_its_own() {
     }
     drop(j);
 
-    for name in ["src", "copy", "copy2"] {
+    for name in ["src", "copy", "copy2", "copy3"] {
         c.remove_box(v1::RemoveBoxRequest {
             name: name.into(),
             force: true,
