@@ -1,7 +1,7 @@
 //! What every engine's box archive shares: a tar whose first entry is
 //! `boxd-box.json`, a manifest naming the format, the engine that wrote it,
 //! the box's spec without any secret's value, and the image's digest. The
-//! rest is the engine's own (see `namespace/archive.rs`, `boxlite/archive.rs`).
+//! rest is the engine's own (see `namespace/archive/`, `boxlite/snapshots.rs`).
 
 use std::io::Read;
 
