@@ -15,6 +15,7 @@ mod image;
 mod output;
 mod service;
 mod stats;
+mod snapshot;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -106,6 +107,20 @@ enum Command {
     },
     /// Show what running boxes use (CPU, memory, network, disk, processes).
     Stats(stats::StatsArgs),
+    /// Create, list, restore and remove snapshots of a box's files.
+    Snapshot {
+        #[command(subcommand)]
+        action: snapshot::Action,
+    },
+    /// Make a new box with SOURCE's spec and a copy of its files (SOURCE
+    /// may be running); the new box is created, not started.
+    Clone { source: String, name: String },
+    /// Write a box (its spec without secret values, its image reference
+    /// and its files) to an archive FILE, which must not exist.
+    Export { name: String, file: PathBuf },
+    /// Make a new box NAME from an archive `export` wrote.
+    #[command(name = "import-box")]
+    ImportBox { file: PathBuf, name: String },
     /// Follow box state changes.
     Events,
     /// Check what this host can run and what is missing, with fixes.
@@ -358,6 +373,10 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
         Command::Logs(args) => attach::logs(ctx, args).await,
         Command::Image { action } => image::run(ctx, action).await,
         Command::Stats(args) => stats::stats(ctx, args).await,
+        Command::Snapshot { action } => snapshot::snapshot(ctx, action).await,
+        Command::Clone { source, name } => snapshot::clone(ctx, source, name).await,
+        Command::Export { name, file } => snapshot::export(ctx, name, file).await,
+        Command::ImportBox { file, name } => snapshot::import(ctx, file, name).await,
         Command::Events => {
             let mut stream = ctx
                 .client()

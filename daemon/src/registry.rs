@@ -17,7 +17,7 @@ use boxd_proto::v1;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
-use crate::engine::Engine;
+use crate::engine::{Engine, Snapshot};
 use crate::error::{Error, Result};
 
 /// A bind mount, validated and canonicalized.
@@ -163,6 +163,16 @@ pub struct Registry {
     boxes: Mutex<BTreeMap<String, Arc<Slot>>>,
     /// Execs of boxes found running at start, until the exec table takes them.
     adopted: Mutex<Vec<(String, Vec<crate::engine::Adopted>)>>,
+}
+
+/// How a new box gets its files.
+enum Make<'a> {
+    /// From its image.
+    Create,
+    /// A copy of another box's.
+    Clone(&'a BoxRecord),
+    /// From a box archive.
+    Import(&'a std::path::Path),
 }
 
 /// The result of [`Registry::create`].
@@ -312,35 +322,13 @@ impl Registry {
                 match boxes.get(name) {
                     Some(slot) => (slot.clone(), None),
                     None => {
-                        if self.max_boxes > 0 && boxes.len() >= self.max_boxes {
-                            return Err(Error::ResourceExhausted(format!(
-                                "boxd holds {} boxes, its limit (max-boxes); remove some or raise the limit",
-                                boxes.len()
-                            )));
-                        }
-                        let id = new_id();
-                        let record = BoxRecord {
-                            dir: self.dir.join(&id),
-                            id,
-                            name: name.to_owned(),
-                            spec: spec.clone(),
-                            image_digest: String::new(),
-                            created_at_ms: now_ms(),
-                            started_at_ms: 0,
-                            state: State::Created,
-                            error: String::new(),
-                        };
-                        let slot = Arc::new(Slot::new(record));
-                        // Lock before publishing, so a concurrent create of the
-                        // same name waits for this one to finish.
-                        let guard = slot.clone().try_lock_owned().expect("a new lock is free");
-                        boxes.insert(name.to_owned(), slot.clone());
+                        let (slot, guard) = self.reserve(&mut boxes, name, spec.clone())?;
                         (slot, Some(guard))
                     }
                 }
             };
             if let Some(guard) = fresh {
-                return self.create_new(slot, guard).await;
+                return self.create_new(slot, guard, Make::Create).await;
             }
             let guard = slot.lock_owned().await;
             if guard.state == State::Removed {
@@ -356,15 +344,73 @@ impl Registry {
         }
     }
 
+    /// A new box's record under `name` (which the map does not hold),
+    /// published already locked, so that a concurrent create of the same
+    /// name waits for this one to finish; counts against `max-boxes`.
+    fn reserve(
+        &self,
+        boxes: &mut BTreeMap<String, Arc<Slot>>,
+        name: &str,
+        spec: BoxSpec,
+    ) -> Result<(Arc<Slot>, tokio::sync::OwnedMutexGuard<BoxRecord>)> {
+        if self.max_boxes > 0 && boxes.len() >= self.max_boxes {
+            return Err(Error::ResourceExhausted(format!(
+                "boxd holds {} boxes, its limit (max-boxes); remove some or raise the limit",
+                boxes.len()
+            )));
+        }
+        let id = new_id();
+        let record = BoxRecord {
+            dir: self.dir.join(&id),
+            id,
+            name: name.to_owned(),
+            spec,
+            image_digest: String::new(),
+            created_at_ms: now_ms(),
+            started_at_ms: 0,
+            state: State::Created,
+            error: String::new(),
+        };
+        let slot = Arc::new(Slot::new(record));
+        let guard = slot.clone().try_lock_owned().expect("a new lock is free");
+        boxes.insert(name.to_owned(), slot.clone());
+        Ok((slot, guard))
+    }
+
+    /// Makes a box that must be new (a clone or an import): `name` taken
+    /// is `AlreadyExists`.
+    async fn create_only(
+        &self,
+        name: &str,
+        spec: BoxSpec,
+        make: Make<'_>,
+    ) -> Result<CreateOutcome> {
+        let (slot, guard) = {
+            let mut boxes = self.boxes.lock().expect("registry lock");
+            if boxes.contains_key(name) {
+                return Err(Error::AlreadyExists(format!(
+                    "a box named {name:?} exists already"
+                )));
+            }
+            self.reserve(&mut boxes, name, spec)?
+        };
+        self.create_new(slot, guard, make).await
+    }
+
     async fn create_new(
         &self,
         slot: Arc<Slot>,
         mut guard: tokio::sync::OwnedMutexGuard<BoxRecord>,
+        make: Make<'_>,
     ) -> Result<CreateOutcome> {
         let result = async {
             std::fs::create_dir_all(&guard.dir)
                 .map_err(|e| Error::io(format!("create {}", guard.dir.display()), e))?;
-            let created = self.engine.create(&guard).await?;
+            let created = match make {
+                Make::Create => self.engine.create(&guard).await?,
+                Make::Clone(source) => self.engine.clone_box(source, &guard).await?,
+                Make::Import(path) => self.engine.import(path, &guard).await?,
+            };
             guard.image_digest = created.image_digest;
             persist(&guard)?;
             Ok::<_, Error>(created.warnings)
@@ -392,6 +438,62 @@ impl Registry {
                 Err(e)
             }
         }
+    }
+
+    /// A new box `name` with `source`'s spec and a copy of its files
+    /// (`source` may run; it stays locked while it is copied).
+    pub async fn clone_box(&self, source: &str, name: &str) -> Result<CreateOutcome> {
+        let src = self.lock(source).await?;
+        self.create_only(name, src.spec.clone(), Make::Clone(&src))
+            .await
+    }
+
+    /// A new box `name` from the archive at `path`, with `spec` (the
+    /// archive's, as the caller checked it).
+    pub async fn import(
+        &self,
+        name: &str,
+        spec: BoxSpec,
+        path: &std::path::Path,
+    ) -> Result<CreateOutcome> {
+        self.create_only(name, spec, Make::Import(path)).await
+    }
+
+    /// Writes box `name` as an archive at `path`; returns its size.
+    pub async fn export(&self, name: &str, path: &std::path::Path) -> Result<u64> {
+        let guard = self.lock(name).await?;
+        self.engine.export(&guard, path).await
+    }
+
+    pub async fn snapshot_create(&self, name: &str, snapshot: &str) -> Result<Snapshot> {
+        let guard = self.lock(name).await?;
+        self.engine.snapshot_create(&guard, snapshot).await
+    }
+
+    pub async fn snapshot_list(&self, name: &str) -> Result<Vec<Snapshot>> {
+        let guard = self.lock(name).await?;
+        self.engine.snapshot_list(&guard).await
+    }
+
+    /// Puts a stopped box's files back as the snapshot holds them.
+    pub async fn snapshot_restore(&self, name: &str, snapshot: &str) -> Result<BoxRecord> {
+        let guard = self.lock(name).await?;
+        if matches!(
+            guard.state,
+            State::Running | State::Starting | State::Stopping
+        ) {
+            return Err(Error::FailedPrecondition(format!(
+                "box {name:?} is {}; stop it before restoring a snapshot",
+                guard.state.proto().label()
+            )));
+        }
+        self.engine.snapshot_restore(&guard, snapshot).await?;
+        Ok(guard.clone())
+    }
+
+    pub async fn snapshot_remove(&self, name: &str, snapshot: &str) -> Result<()> {
+        let guard = self.lock(name).await?;
+        self.engine.snapshot_remove(&guard, snapshot).await
     }
 
     /// Starts a box; a running box is a no-op with boot time 0.

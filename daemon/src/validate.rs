@@ -289,6 +289,44 @@ pub fn box_name(name: &str) -> Result<()> {
     }
 }
 
+/// Snapshot names follow the rules of box names.
+pub fn snapshot_name(name: &str) -> Result<()> {
+    box_name(name).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "invalid snapshot name {:?}: use 1 to 64 characters of A-Z a-z 0-9 _ . - not starting with '.' or '-'",
+            truncate(name)
+        ))
+    })
+}
+
+/// Where to write a box archive: absolute, naming a file (not `/`, no
+/// `..`) whose directory exists; the file itself must not.
+pub fn export_path(path: &str) -> Result<PathBuf> {
+    let p = Path::new(path);
+    let bad =
+        |why: &str| Error::InvalidArgument(format!("the archive path {why}: {:?}", truncate(path)));
+    if !p.is_absolute() || path.contains('\0') {
+        return Err(bad("must be absolute"));
+    }
+    if p.components().any(|c| c == Component::ParentDir) {
+        return Err(bad("must not contain '..'"));
+    }
+    let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
+        return Err(bad("must name a file"));
+    };
+    let parent = parent
+        .canonicalize()
+        .map_err(|e| bad(&format!("has no usable directory ({e})")))?;
+    let out = parent.join(name);
+    if out.symlink_metadata().is_ok() {
+        return Err(Error::AlreadyExists(format!(
+            "{} exists; box archives are never written over a file",
+            out.display()
+        )));
+    }
+    Ok(out)
+}
+
 /// A path inside a box: absolute, normalized (no `.` or `..`), not `/`.
 pub fn guest_path(what: &str, path: &str) -> Result<String> {
     let p = Path::new(path);
@@ -458,6 +496,47 @@ fn truncate(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snapshot_names_follow_box_names() {
+        snapshot_name("s1").unwrap();
+        snapshot_name("20261201-063000").unwrap();
+        for bad in ["", "../x", "a/b", ".x", "-x", "sp ace", &"n".repeat(65)] {
+            let e = snapshot_name(bad).unwrap_err();
+            assert!(
+                e.to_string().contains("invalid snapshot name"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn export_paths_are_absolute_new_files_in_existing_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("a.tgz");
+        assert_eq!(
+            export_path(new.to_str().unwrap()).unwrap(),
+            dir.path().canonicalize().unwrap().join("a.tgz")
+        );
+        std::fs::write(&new, b"x").unwrap();
+        assert!(matches!(
+            export_path(new.to_str().unwrap()),
+            Err(Error::AlreadyExists(_))
+        ));
+        let missing = dir.path().join("no/such/a.tgz");
+        for bad in [
+            "relative.tgz",
+            "/",
+            "/tmp/../etc/x",
+            "/tmp/a\0b",
+            missing.to_str().unwrap(),
+        ] {
+            assert!(
+                matches!(export_path(bad), Err(Error::InvalidArgument(_))),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn names() {

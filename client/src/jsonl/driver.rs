@@ -40,7 +40,7 @@ pub fn protocol() -> String {
 }
 
 /// The methods of the envelope.
-pub const METHODS: [&str; 12] = [
+pub const METHODS: &[&str] = &[
     "host.describe",
     "box.create",
     "box.start",
@@ -52,6 +52,13 @@ pub const METHODS: [&str; 12] = [
     "box.remove",
     "box.list",
     "box.stats",
+    "box.snapshot",
+    "box.snapshots",
+    "box.restore",
+    "box.removeSnapshot",
+    "box.clone",
+    "box.export",
+    "box.import",
     "shutdown",
 ];
 
@@ -304,6 +311,43 @@ struct NameParams {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct SnapshotParams {
+    name: String,
+    snapshot: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CloneParams {
+    source: String,
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArchiveParams {
+    name: String,
+    path: String,
+}
+
+/// A snapshot as the envelope shows it.
+fn snapshot_json(s: v1::SnapshotInfo) -> Value {
+    json!({"name": s.name, "box": s.box_name, "createdAt": s.created_at_ms, "sizeBytes": s.size_bytes})
+}
+
+/// The reply to a call that made a box (create, clone, import).
+fn created_json(r: v1::CreateBoxResponse) -> Value {
+    let b = r.r#box.unwrap_or_default();
+    let mut v =
+        json!({"boxId": b.id, "name": b.name, "created": r.created, "elapsedMs": r.elapsed_ms});
+    if !r.warnings.is_empty() {
+        v["warnings"] = json!(r.warnings);
+    }
+    v
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ForceParams {
     name: String,
     force: Option<bool>,
@@ -468,12 +512,7 @@ impl Driver {
                     })
                     .await?
                     .into_inner();
-                let b = r.r#box.unwrap_or_default();
-                let mut v = json!({"boxId": b.id, "name": b.name, "created": r.created, "elapsedMs": r.elapsed_ms});
-                if !r.warnings.is_empty() {
-                    v["warnings"] = json!(r.warnings);
-                }
-                v
+                created_json(r)
             }
             "box.start" => {
                 let n: NameParams = params(p)?;
@@ -536,6 +575,63 @@ impl Driver {
                     .into_inner();
                 let sample = stream.message().await?.unwrap_or_default();
                 Value::Array(sample.boxes.iter().map(stat_json).collect())
+            }
+            "box.snapshot" => {
+                let n: SnapshotParams = params(p)?;
+                let req = v1::CreateSnapshotRequest {
+                    box_name: n.name,
+                    name: n.snapshot,
+                };
+                snapshot_json(self.client()?.create_snapshot(req).await?.into_inner())
+            }
+            "box.snapshots" => {
+                let n: NameParams = params(p)?;
+                let req = v1::ListSnapshotsRequest { box_name: n.name };
+                let list = self.client()?.list_snapshots(req).await?.into_inner();
+                Value::Array(list.snapshots.into_iter().map(snapshot_json).collect())
+            }
+            "box.restore" => {
+                let n: SnapshotParams = params(p)?;
+                let req = v1::RestoreSnapshotRequest {
+                    box_name: n.name,
+                    name: n.snapshot,
+                };
+                self.client()?.restore_snapshot(req).await?;
+                ok()
+            }
+            "box.removeSnapshot" => {
+                let n: SnapshotParams = params(p)?;
+                let req = v1::RemoveSnapshotRequest {
+                    box_name: n.name,
+                    name: n.snapshot,
+                };
+                self.client()?.remove_snapshot(req).await?;
+                ok()
+            }
+            "box.clone" => {
+                let n: CloneParams = params(p)?;
+                let req = v1::CloneBoxRequest {
+                    source: n.source,
+                    name: n.name,
+                };
+                created_json(self.client()?.clone_box(req).await?.into_inner())
+            }
+            "box.export" => {
+                let n: ArchiveParams = params(p)?;
+                let req = v1::ExportBoxRequest {
+                    name: n.name,
+                    path: n.path,
+                };
+                let r = self.client()?.export_box(req).await?.into_inner();
+                json!({"sizeBytes": r.size_bytes})
+            }
+            "box.import" => {
+                let n: ArchiveParams = params(p)?;
+                let req = v1::ImportBoxRequest {
+                    path: n.path,
+                    name: n.name,
+                };
+                created_json(self.client()?.import_box(req).await?.into_inner())
             }
             "box.exec" => {
                 self.clone().exec(req).await?;

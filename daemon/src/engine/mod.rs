@@ -10,6 +10,7 @@
 //! `stop`, `remove`, `list_info` for recovery), so its engine fits here
 //! without reshaping this trait.
 
+pub mod box_archive;
 pub mod boxlite;
 pub mod exec;
 #[cfg(test)]

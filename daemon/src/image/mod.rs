@@ -55,11 +55,11 @@
 //! (every blob is already verified against its digest).
 
 mod cache;
-mod files;
 mod layout;
 mod unpack;
 
 pub mod auth;
+pub(crate) mod files;
 pub mod import;
 pub mod local;
 pub mod owners;

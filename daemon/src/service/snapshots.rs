@@ -1,62 +1,154 @@
 //! Snapshots of a box's files, clones, and box archives.
 
+use std::time::Instant;
+
 use boxd_proto::tonic::Status;
 use boxd_proto::v1;
 
 use super::Service;
-use crate::error::Error;
+use crate::engine::Snapshot;
+use crate::registry::{BoxSpec, CreateOutcome};
+use crate::validate;
 
-fn not_yet<T>(what: &str) -> Result<T, Status> {
-    Err(Error::Unimplemented(format!("{what} is not built yet")).into())
+fn snapshot_to_proto(box_name: &str, s: Snapshot) -> v1::SnapshotInfo {
+    v1::SnapshotInfo {
+        name: s.name,
+        box_name: box_name.to_owned(),
+        created_at_ms: s.created_at_ms,
+        size_bytes: s.size_bytes,
+    }
 }
 
 impl Service {
     pub(super) async fn serve_create_snapshot(
         &self,
-        _req: v1::CreateSnapshotRequest,
+        req: v1::CreateSnapshotRequest,
     ) -> Result<v1::SnapshotInfo, Status> {
-        not_yet("CreateSnapshot")
+        validate::box_name(&req.box_name)?;
+        validate::snapshot_name(&req.name)?;
+        let s = self
+            .registry
+            .snapshot_create(&req.box_name, &req.name)
+            .await?;
+        Ok(snapshot_to_proto(&req.box_name, s))
     }
 
     pub(super) async fn serve_list_snapshots(
         &self,
-        _req: v1::ListSnapshotsRequest,
+        req: v1::ListSnapshotsRequest,
     ) -> Result<v1::ListSnapshotsResponse, Status> {
-        not_yet("ListSnapshots")
+        validate::box_name(&req.box_name)?;
+        let list = self.registry.snapshot_list(&req.box_name).await?;
+        Ok(v1::ListSnapshotsResponse {
+            snapshots: list
+                .into_iter()
+                .map(|s| snapshot_to_proto(&req.box_name, s))
+                .collect(),
+        })
     }
 
     pub(super) async fn serve_restore_snapshot(
         &self,
-        _req: v1::RestoreSnapshotRequest,
+        req: v1::RestoreSnapshotRequest,
     ) -> Result<v1::RestoreSnapshotResponse, Status> {
-        not_yet("RestoreSnapshot")
+        validate::box_name(&req.box_name)?;
+        validate::snapshot_name(&req.name)?;
+        let record = self
+            .registry
+            .snapshot_restore(&req.box_name, &req.name)
+            .await?;
+        Ok(v1::RestoreSnapshotResponse {
+            r#box: Some(self.info(&record).await),
+        })
     }
 
     pub(super) async fn serve_remove_snapshot(
         &self,
-        _req: v1::RemoveSnapshotRequest,
+        req: v1::RemoveSnapshotRequest,
     ) -> Result<v1::RemoveSnapshotResponse, Status> {
-        not_yet("RemoveSnapshot")
+        validate::box_name(&req.box_name)?;
+        validate::snapshot_name(&req.name)?;
+        self.registry
+            .snapshot_remove(&req.box_name, &req.name)
+            .await?;
+        Ok(v1::RemoveSnapshotResponse {})
     }
 
     pub(super) async fn serve_clone(
         &self,
-        _req: v1::CloneBoxRequest,
+        req: v1::CloneBoxRequest,
     ) -> Result<v1::CreateBoxResponse, Status> {
-        not_yet("CloneBox")
+        let begin = Instant::now();
+        validate::box_name(&req.source)?;
+        validate::box_name(&req.name)?;
+        let out = self.registry.clone_box(&req.source, &req.name).await?;
+        Ok(self.created(out, Vec::new(), begin).await)
     }
 
     pub(super) async fn serve_export(
         &self,
-        _req: v1::ExportBoxRequest,
+        req: v1::ExportBoxRequest,
     ) -> Result<v1::ExportBoxResponse, Status> {
-        not_yet("ExportBox")
+        validate::box_name(&req.name)?;
+        let path = validate::export_path(&req.path)?;
+        let size_bytes = self.registry.export(&req.name, &path).await?;
+        Ok(v1::ExportBoxResponse { size_bytes })
     }
 
     pub(super) async fn serve_import(
         &self,
-        _req: v1::ImportBoxRequest,
+        req: v1::ImportBoxRequest,
     ) -> Result<v1::CreateBoxResponse, Status> {
-        not_yet("ImportBox")
+        let begin = Instant::now();
+        validate::box_name(&req.name)?;
+        let path = validate::import_path(&req.path)?;
+        let archived = self.registry.engine().archive_spec(&path).await?;
+        let (spec, warnings) = self.imported_spec(archived)?;
+        let out = self.registry.import(&req.name, spec, &path).await?;
+        Ok(self.created(out, warnings, begin).await)
+    }
+
+    /// An archive's spec, checked as a create's is. What belongs to the
+    /// host it came from is dropped, with a warning: its mounts (host
+    /// paths an archive's author chose) and its secrets (whose values
+    /// never leave the daemon that held them).
+    fn imported_spec(&self, mut spec: BoxSpec) -> Result<(BoxSpec, Vec<String>), Status> {
+        let mut warnings = Vec::new();
+        if !spec.mounts.is_empty() {
+            let list: Vec<String> = spec
+                .mounts
+                .drain(..)
+                .map(|m| format!("{}:{}", m.host_path.display(), m.guest_path))
+                .collect();
+            warnings.push(format!(
+                "the archive's mounts were not imported (host paths are the exporting host's): {}",
+                list.join(", ")
+            ));
+        }
+        if !spec.secrets.is_empty() {
+            let names: Vec<String> = spec.secrets.drain(..).map(|s| s.name).collect();
+            warnings.push(format!(
+                "the archive's secrets were not imported (a secret's value never leaves the daemon that held it); recreate the box with these secrets to use them: {}",
+                names.join(", ")
+            ));
+        }
+        let spec = self.spec_from_proto(super::spec_to_proto(&spec))?;
+        Ok((spec, warnings))
+    }
+
+    async fn created(
+        &self,
+        out: CreateOutcome,
+        mut warnings: Vec<String>,
+        begin: Instant,
+    ) -> v1::CreateBoxResponse {
+        warnings.extend(out.warnings);
+        warnings.extend(self.registry.engine().info().create_warning.clone());
+        v1::CreateBoxResponse {
+            r#box: Some(self.info(&out.record).await),
+            created: out.created,
+            warnings,
+            elapsed_ms: begin.elapsed().as_millis() as u64,
+        }
     }
 }

@@ -28,6 +28,7 @@
 mod images;
 pub mod preflight;
 pub mod runtime_dir;
+mod snapshots;
 
 use std::path::{Path, PathBuf};
 
@@ -113,7 +114,12 @@ impl BoxliteEngine {
             name: "boxlite",
             version: ::boxlite::VERSION.to_owned(),
             isolation: Isolation::MicroVm,
-            capabilities: super::capabilities(&["image.pull"]),
+            capabilities: super::capabilities(&[
+                "image.pull",
+                "box.snapshot",
+                "box.clone",
+                "box.archive",
+            ]),
             notes,
             network_filtering: true,
             create_warning: None,
@@ -381,6 +387,38 @@ impl Engine for BoxliteEngine {
             m.network_bytes_sent(),
             &record.spec,
         ))
+    }
+
+    async fn snapshot_create(&self, record: &BoxRecord, name: &str) -> Result<super::Snapshot> {
+        self.snapshot_create_impl(record, name).await
+    }
+
+    async fn snapshot_list(&self, record: &BoxRecord) -> Result<Vec<super::Snapshot>> {
+        self.snapshot_list_impl(record).await
+    }
+
+    async fn snapshot_restore(&self, record: &BoxRecord, name: &str) -> Result<()> {
+        self.snapshot_restore_impl(record, name).await
+    }
+
+    async fn snapshot_remove(&self, record: &BoxRecord, name: &str) -> Result<()> {
+        self.snapshot_remove_impl(record, name).await
+    }
+
+    async fn clone_box(&self, source: &BoxRecord, target: &BoxRecord) -> Result<Created> {
+        self.clone_impl(source, target).await
+    }
+
+    async fn export(&self, record: &BoxRecord, path: &Path) -> Result<u64> {
+        self.export_impl(record, path).await
+    }
+
+    async fn archive_spec(&self, path: &Path) -> Result<BoxSpec> {
+        self.archive_spec_impl(path).await
+    }
+
+    async fn import(&self, path: &Path, target: &BoxRecord) -> Result<Created> {
+        self.import_impl(path, target).await
     }
 
     async fn shutdown(&self) {
@@ -1361,6 +1399,59 @@ mod tests {
         // The lock goes with the runtime.
         let again = BoxliteEngine::new(home.path()).unwrap();
         again.shutdown().await;
+    }
+
+    /// Snapshots, clones and archives map onto BoxLite's own on a box that
+    /// never ran, and none of them boots its VM.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn snapshots_clones_and_archives_never_boot() {
+        if !kvm_usable() {
+            return;
+        }
+        let home = tempfile::tempdir().unwrap();
+        let engine = BoxliteEngine::new(home.path()).unwrap();
+        let layout = home.path().join("layout");
+        let digest = tiny_layout(&layout);
+        let image = layout.display().to_string();
+        let mut rec = record(home.path(), "Src0000000001", "src", &image);
+        rec.spec.secrets.push(crate::egress::Secret {
+            name: "TOKEN".into(),
+            hosts: vec!["example.com".into()],
+            placeholder: "PH".into(),
+            value: "never-exported".into(),
+        });
+        std::fs::create_dir_all(&rec.dir).unwrap();
+        engine.create(&rec).await.unwrap();
+
+        // BoxLite makes a box's disks at its first start: before it, every
+        // copy is refused as such (BoxLite's own errors name a missing
+        // disk file), and nothing boots.
+        let never = |r: Result<_>| match r {
+            Err(Error::FailedPrecondition(m)) => assert!(m.contains("never been started"), "{m}"),
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("a copy of a box that never ran"),
+        };
+        never(engine.snapshot_create(&rec, "s1").await.map(drop));
+        never(engine.snapshot_restore(&rec, "s1").await);
+        let copy = record(home.path(), "Copy000000001", "copy", &image);
+        never(engine.clone_box(&rec, &copy).await.map(drop));
+        assert!(engine.find(&copy).await.unwrap().is_none());
+        let out = home.path().join("src.boxd");
+        never(engine.export(&rec, &out).await.map(drop));
+        assert!(!out.exists(), "a refused export leaves no file");
+        assert_eq!(
+            std::fs::read_dir(home.path()).unwrap().count(),
+            3,
+            "boxlite/, boxes/, layout/ and nothing else"
+        );
+        assert!(engine.snapshot_list(&rec).await.unwrap().is_empty());
+        assert!(engine.list().await.unwrap().iter().all(|b| !b.running));
+        // A namespace archive (or any other) is refused clearly.
+        let other = home.path().join("other.tar");
+        std::fs::write(&other, b"not a tar at all").unwrap();
+        assert!(engine.archive_spec(&other).await.is_err());
+        assert!(!digest.is_empty());
+        engine.shutdown().await;
     }
 
     /// Registry references are pulled at create; with no registry in reach

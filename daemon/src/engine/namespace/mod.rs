@@ -24,6 +24,7 @@
 //!   cannot be mounted, `BOX/rootfs`, a full copy; either survives stop,
 //!   start and daemon restarts until the box is removed.
 
+pub mod archive;
 pub mod boot;
 pub mod cgroup;
 mod confine;
@@ -34,6 +35,7 @@ pub mod idmap;
 pub mod nsexec;
 pub mod options;
 mod sandbox;
+mod snapshots;
 pub mod supervisor;
 pub mod usage;
 pub mod userns;
@@ -48,6 +50,7 @@ use async_trait::async_trait;
 
 use super::{
     Adopted, Created, Engine, EngineBox, EngineInfo, ExecSpec, Images, InUse, Isolation, Report,
+    Snapshot,
 };
 use crate::error::{Error, Result};
 use crate::image::local::LocalImages;
@@ -67,6 +70,7 @@ pub fn helper_main(mode: &str, args: impl FnOnce() -> Vec<OsString>) {
         boot::HELPER_ARG => boot::helper_main(args()),
         finish::HELPER_ARG => finish::helper_main(args()),
         userns::HELPER_ARG => userns::helper_main(args()),
+        archive::HELPER_ARG => archive::helper_main(args()),
         _ => {}
     }
 }
@@ -77,6 +81,8 @@ pub struct NamespaceEngine {
     info: EngineInfo,
     bwrap: PathBuf,
     images: LocalImages,
+    /// Bounds on box archives an import reads (`max-image-size`).
+    archive_limits: crate::image::ImageLimits,
     /// The ids of every box.
     ids: IdMap,
     /// boxd runs as root (so it assembles boxes before their user
@@ -164,6 +170,9 @@ impl NamespaceEngine {
                 "net.allowlist",
                 "net.secrets",
                 "exec.reattach",
+                "box.snapshot",
+                "box.clone",
+                "box.archive",
             ]),
             notes: vec![
                 "boxes run in Linux namespaces under bubblewrap, not in microVMs".into(),
@@ -199,6 +208,7 @@ impl NamespaceEngine {
         Ok(NamespaceEngine {
             info,
             bwrap,
+            archive_limits: limits.clone(),
             images: LocalImages::new(home.join("images"), limits, ownership),
             ids,
             privileged,
@@ -628,25 +638,43 @@ impl Engine for NamespaceEngine {
         let own = [upper(record), rootfs(record)]
             .into_iter()
             .find(|d| d.is_dir())?;
-        if !self.privileged && self.ids.is_range() {
-            // Only box root may read every directory of the box's files.
-            let argv: Vec<OsString> = vec![
-                "du".into(),
-                "-s".into(),
-                "-B1".into(),
-                "-x".into(),
-                own.into(),
-            ];
-            let out = userns::run_as_box_root(&self.ids, &argv).await.ok()?;
-            return String::from_utf8_lossy(&out)
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok();
-        }
-        tokio::task::spawn_blocking(move || disk_used(&own))
+        self.measure(own).await
+    }
+
+    async fn snapshot_create(&self, record: &BoxRecord, name: &str) -> Result<Snapshot> {
+        self.snapshot_create_impl(record, name).await
+    }
+
+    async fn snapshot_list(&self, record: &BoxRecord) -> Result<Vec<Snapshot>> {
+        self.snapshot_list_impl(record)
+    }
+
+    async fn snapshot_restore(&self, record: &BoxRecord, name: &str) -> Result<()> {
+        self.snapshot_restore_impl(record, name).await
+    }
+
+    async fn snapshot_remove(&self, record: &BoxRecord, name: &str) -> Result<()> {
+        self.snapshot_remove_impl(record, name).await
+    }
+
+    async fn clone_box(&self, source: &BoxRecord, target: &BoxRecord) -> Result<Created> {
+        self.clone_impl(source, target).await
+    }
+
+    async fn export(&self, record: &BoxRecord, path: &Path) -> Result<u64> {
+        self.export_impl(record, path).await
+    }
+
+    async fn archive_spec(&self, path: &Path) -> Result<crate::registry::BoxSpec> {
+        let path = path.to_path_buf();
+        let manifest = tokio::task::spawn_blocking(move || archive::read_manifest(&path))
             .await
-            .ok()
+            .map_err(|e| Error::Internal(e.to_string()))??;
+        Ok(manifest.spec)
+    }
+
+    async fn import(&self, path: &Path, target: &BoxRecord) -> Result<Created> {
+        self.import_impl(path, target).await
     }
 
     async fn stats(&self, record: &BoxRecord) -> Result<super::Stats> {
@@ -764,16 +792,22 @@ impl NamespaceEngine {
     /// root; the upper one is the box's `/` over the image, so it has the
     /// mode of one.
     fn make_upper(&self, record: &BoxRecord) -> Result<()> {
+        self.make_root_dir(&upper(record), 0o755)?;
+        self.make_work(record)
+    }
+
+    /// Makes a box's (empty) overlay work directory.
+    fn make_work(&self, record: &BoxRecord) -> Result<()> {
+        self.make_root_dir(&work(record), 0o700)
+    }
+
+    /// Makes a directory owned by box root.
+    fn make_root_dir(&self, dir: &Path, mode: u32) -> Result<()> {
         let (uid, gid) = self.ids.root();
-        for (dir, mode) in [(upper(record), 0o755), (work(record), 0o700)] {
-            std::fs::create_dir(&dir)
-                .and_then(|()| {
-                    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
-                })
-                .and_then(|()| std::os::unix::fs::lchown(&dir, Some(uid), Some(gid)))
-                .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
-        }
-        Ok(())
+        std::fs::create_dir(dir)
+            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)))
+            .and_then(|()| std::os::unix::fs::lchown(dir, Some(uid), Some(gid)))
+            .map_err(|e| Error::io(format!("create {}", dir.display()), e))
     }
 
     /// Whether boxes' disk sizes are enforced: each box with one gets a
@@ -826,11 +860,24 @@ impl NamespaceEngine {
     /// A full copy of an unpacked image, owners and modes kept (as box
     /// root where only box root can give files the boxes' ids).
     async fn copy_image(&self, image: &Path, target: &Path) -> Result<()> {
+        self.copy_tree(image, target, "copying the image into the box")
+            .await
+    }
+
+    /// Copies `source` (a directory or a file) to `target` (which must not
+    /// exist) with `cp -a`: owners, modes, times, xattrs (overlay ones
+    /// included), whiteouts (character devices) and hard links kept,
+    /// shared extents where the file system can (`--reflink=auto`) and
+    /// holes kept as holes (`--sparse=always`); as box root where only box
+    /// root may read and give the boxes' ids.
+    async fn copy_tree(&self, source: &Path, target: &Path, what: &str) -> Result<()> {
         let argv: Vec<OsString> = vec![
             "cp".into(),
             "-a".into(),
             "--reflink=auto".into(),
-            image.into(),
+            "--sparse=always".into(),
+            "--no-target-directory".into(),
+            source.into(),
             target.into(),
         ];
         if !self.privileged && self.ids.is_range() {
@@ -844,12 +891,9 @@ impl NamespaceEngine {
         if !out.status.success() {
             let why = String::from_utf8_lossy(&out.stderr);
             if why.contains("No space left") || why.contains("Disk quota exceeded") {
-                return Err(Error::no_space("copying the image into the box"));
+                return Err(Error::no_space(what));
             }
-            return Err(Error::Internal(format!(
-                "copying the image into the box failed: {}",
-                why.trim()
-            )));
+            return Err(Error::Internal(format!("{what} failed: {}", why.trim())));
         }
         Ok(())
     }
@@ -922,7 +966,31 @@ impl NamespaceEngine {
             .collect()
     }
 
-    /// Deletes a box directory: as box root where only box root may
+    /// Bytes on disk under `own` (as box root where only box root may
+    /// read every directory of it).
+    async fn measure(&self, own: PathBuf) -> Option<u64> {
+        if !self.privileged && self.ids.is_range() {
+            // Only box root may read every directory of the box's files.
+            let argv: Vec<OsString> = vec![
+                "du".into(),
+                "-s".into(),
+                "-B1".into(),
+                "-x".into(),
+                own.into(),
+            ];
+            let out = userns::run_as_box_root(&self.ids, &argv).await.ok()?;
+            return String::from_utf8_lossy(&out)
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok();
+        }
+        tokio::task::spawn_blocking(move || disk_used(&own))
+            .await
+            .ok()
+    }
+
+    /// Deletes a box directory (or a file of it): as box root where only box root may
     /// delete its files; else directly, making read-only directories
     /// writable first where the plain removal is refused.
     async fn remove_tree(&self, dir: &Path) -> Result<()> {
@@ -940,6 +1008,11 @@ impl NamespaceEngine {
         }
         let dir = dir.to_path_buf();
         tokio::task::spawn_blocking(move || {
+            if std::fs::symlink_metadata(&dir).is_ok_and(|m| !m.is_dir()) {
+                // A file (a disk image): removed as one.
+                return std::fs::remove_file(&dir)
+                    .map_err(|e| Error::io(format!("remove {}", dir.display()), e));
+            }
             if std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
                 return Ok(());
             }
