@@ -343,6 +343,7 @@ impl Sup {
             env: spec.env.clone(),
             working_dir: spec.working_dir.clone(),
             tty: spec.tty.is_some(),
+            builtin: spec.builtin.clone(),
         };
         type Streams = (
             Option<crate::engine::Input>,
