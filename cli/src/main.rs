@@ -8,6 +8,7 @@
 //! `attach` with the command's code once attached.
 
 mod attach;
+mod cp;
 mod daemon;
 mod doctor;
 mod exec;
@@ -83,6 +84,9 @@ enum Command {
     /// then `docker attach` would show it. Leaving does not stop the
     /// command; a restart of boxd is survived (the stream reattaches).
     Attach(attach::AttachArgs),
+    /// Copy files between the host and a box, as `docker cp`: BOX:PATH on
+    /// one side, a host path or - (a tar on stdin/stdout) on the other.
+    Cp(cp::CpArgs),
     /// Print the output boxd keeps of a box's execs.
     ///
     /// Up to the last 1 MiB of each, oldest exec first; stdout to stdout,
@@ -313,6 +317,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
         Command::Exec(args) => exec::exec(ctx, args).await,
         Command::Run(args) => exec::run(ctx, args).await,
         Command::Attach(args) => attach::attach(ctx, args).await,
+        Command::Cp(args) => cp::cp(ctx, args).await,
         Command::Logs(args) => attach::logs(ctx, args).await,
         Command::Image { action } => image::run(ctx, action).await,
         Command::Events => {
