@@ -169,7 +169,7 @@ async fn a_tar_on_stdin_and_stdout_and_through_the_library() {
     );
     assert_eq!(
         sh(&mut c, "t", "cat /tmp/dir/x; stat -c %a /tmp/dir/x").await,
-        "hello\n600\n"
+        "hello600\n"
     );
 
     let out = ok(d.boxctl().args(["cp", "t:/tmp/dir", "-"]));
