@@ -346,3 +346,91 @@ async fn box_symlinks_resolve_inside_the_box() {
         "a copy reached the host's /etc"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_goes_away_mid_copy_ends_the_copy() {
+    use std::io::Read;
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    up(&mut c, "k", busybox_spec()).await;
+    sh(
+        &mut c,
+        "k",
+        "dd if=/dev/zero of=/tmp/z bs=1M count=256 2>/dev/null",
+    )
+    .await;
+    let copies = "ps -o args | grep -c '[_]_nsexec' || true";
+    let mut child = d
+        .boxctl()
+        .args(["cp", "k:/tmp/z", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = vec![0u8; 1 << 20];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    // The copy runs in the box (held back by the unread pipe), and is no
+    // one's exec.
+    assert_eq!(sh(&mut c, "k", copies).await, "1\n");
+    let execs = c
+        .list_execs(boxd_client::v1::ListExecsRequest {
+            box_name: "k".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(execs.execs.iter().all(|e| e.command == "sh"), "{execs:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut left = String::new();
+    for _ in 0..100 {
+        left = sh(&mut c, "k", copies).await;
+        if left == "0\n" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, "0\n", "the copy outlived its client");
+
+    // The same going in: a client that leaves halfway through an archive.
+    let mut child = d
+        .boxctl()
+        .args(["cp", "-", "k:/tmp"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut h = tar::Header::new_gnu();
+    h.set_path("half").unwrap();
+    h.set_size(64 << 20);
+    h.set_mode(0o644);
+    h.set_cksum();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, h.as_bytes()).unwrap();
+    std::io::Write::write_all(&mut stdin, &vec![7u8; 1 << 20]).unwrap();
+    let mut seen = String::new();
+    for _ in 0..100 {
+        seen = sh(&mut c, "k", copies).await;
+        if seen == "1\n" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen, "1\n", "the copy in never ran");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(stdin);
+    for _ in 0..100 {
+        left = sh(&mut c, "k", copies).await;
+        if left == "0\n" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, "0\n", "the copy in outlived its client");
+}
