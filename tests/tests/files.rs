@@ -434,3 +434,56 @@ async fn a_client_that_goes_away_mid_copy_ends_the_copy() {
     }
     assert_eq!(left, "0\n", "the copy in outlived its client");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_copy_the_daemon_left_behind_is_killed_when_it_returns() {
+    use std::io::Read;
+    let mut d = Daemon::start();
+    let mut c = d.client().await;
+    up(&mut c, "r", busybox_spec()).await;
+    sh(
+        &mut c,
+        "r",
+        "dd if=/dev/zero of=/tmp/z bs=1M count=256 2>/dev/null",
+    )
+    .await;
+    let copies = "ps -o args | grep -c '[_]_nsexec' || true";
+    let mut child = d
+        .boxctl()
+        .args(["cp", "r:/tmp/z", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = vec![0u8; 1 << 20];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    assert_eq!(sh(&mut c, "r", copies).await, "1\n");
+    // A crash: the daemon's side of the copy never runs its cleanup.
+    d.kill();
+    let _ = child.kill();
+    let _ = child.wait();
+    d.restart();
+    let mut c = d.client().await;
+    let mut left = String::new();
+    for _ in 0..100 {
+        left = sh(&mut c, "r", copies).await;
+        if left == "0\n" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, "0\n", "a copy outlived the daemon that ran it");
+    let execs = c
+        .list_execs(boxd_client::v1::ListExecsRequest {
+            box_name: "r".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(execs.execs.iter().all(|e| e.command == "sh"), "{execs:?}");
+}
