@@ -519,6 +519,11 @@ fn fork_builtin(builtin: &crate::engine::Builtin, stdio: [OwnedFd; 3], the_box: 
                 Ok(()) => {
                     // Closed already (now at 0..2 only).
                     std::mem::forget(stdio);
+                    // Unlike a command, it keeps the zygote's memory: the
+                    // box may not read it (made dumpable only to set its
+                    // OOM score).
+                    // SAFETY: prctl with integer arguments.
+                    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) };
                     drop(err_w); // set up: the parent may answer
                     super::builtin::run(builtin)
                 }

@@ -307,6 +307,9 @@ impl Sup {
         tracing::debug!(exec_id = %spec.id, pid, "exec started");
         let sup = self.clone();
         let e = exec.clone();
+        // The daemon's own execs (copies) leave the table once they end:
+        // they never take the place of a client's kept exec.
+        let daemons_own = spec.builtin.is_some();
         tokio::spawn(async move {
             let mut status = e.local.wait().await;
             if status.code.is_none() && status.signal.is_none() && status.error.is_none() {
@@ -314,7 +317,13 @@ impl Sup {
             }
             e.info.lock().expect("exec info").exit = Some(status.clone());
             let id = e.info.lock().expect("exec info").id.clone();
-            let _ = sup.pushes.send(Push::Exited { id, status });
+            let _ = sup.pushes.send(Push::Exited {
+                id: id.clone(),
+                status,
+            });
+            if daemons_own {
+                sup.execs.lock().expect("exec table").remove(&id);
+            }
             sup.prune();
         });
         Ok(exec)
