@@ -35,11 +35,14 @@ pub fn is_copy(id: &str) -> bool {
     id.starts_with(ID_PREFIX)
 }
 
+/// A copy's exec. Its `command` names no program a box could provide (no
+/// one can make files in `/proc`): a supervisor that predates built-ins
+/// fails it as not found (127) rather than run something in its place.
 fn spec(builtin: Builtin) -> RunSpec {
     use rand::Rng;
     let (command, path, stdin) = match &builtin {
-        Builtin::TarOut { path, .. } => ("boxd:copy-out", path.clone(), false),
-        Builtin::TarIn { path } => ("boxd:copy-in", path.clone(), true),
+        Builtin::TarOut { path, .. } => ("/proc/boxd-copy-out", path.clone(), false),
+        Builtin::TarIn { path } => ("/proc/boxd-copy-in", path.clone(), true),
     };
     RunSpec {
         spec: ExecSpec {
