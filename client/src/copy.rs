@@ -19,8 +19,9 @@ use tokio::sync::mpsc;
 use crate::Client;
 use crate::archive::{self, Failure, Modes};
 
-/// Archive bytes per message to the daemon.
-pub const CHUNK: usize = 256 << 10;
+/// Archive bytes per message to the daemon (each becomes one write to
+/// the copy's stdin, a round trip to the box's supervisor).
+pub const CHUNK: usize = 1 << 20;
 /// Messages in flight between the blocking thread and the call.
 const IN_FLIGHT: usize = 4;
 

@@ -379,6 +379,12 @@ impl Sup {
                 let (in_r, in_w) = pipe_pair()?;
                 let (out_r, out_w) = pipe_pair()?;
                 let (err_r, err_w) = pipe_pair()?;
+                // A copy's archive comes in bulk, as other output goes out.
+                let in_w = if spec.builtin.is_some() {
+                    grow_pipe(in_w)
+                } else {
+                    in_w
+                };
                 let stdin = if spec.stdin {
                     let w = pipe::Sender::from_owned_fd(in_w)
                         .map_err(|e| Error::io("stdin pipe", e))?;
