@@ -201,8 +201,18 @@ pub fn unpack(path: &str, mut r: impl Read, modes: Modes) -> Result<()> {
         let entry = entry.map_err(|e| Failure::invalid(format!("reading the archive: {e}")))?;
         unpacker.entry(entry)?;
     }
-    // Directories get their times last: their contents changed them.
-    for (dir, mtime) in unpacker.dirs.iter().rev() {
+    // Directories get their modes and times last, deepest first: a
+    // read-only one is still written into, and its contents changed its
+    // time.
+    for (dir, mode, mtime) in unpacker.dirs.iter().rev() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = if modes.exact {
+            mode & 0o7777
+        } else {
+            mode & 0o777
+        };
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| Failure::io(&dir.display().to_string(), e))?;
         let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(*mtime);
         let _ = std::fs::File::open(dir).and_then(|d| d.set_modified(when));
     }
@@ -218,8 +228,8 @@ struct Unpacker {
     top: Option<std::ffi::OsString>,
     /// Symlinks this archive made: nothing is written beneath them.
     links: Vec<PathBuf>,
-    /// Directories made, with their mtimes.
-    dirs: Vec<(PathBuf, u64)>,
+    /// Directories made, with their modes and mtimes.
+    dirs: Vec<(PathBuf, u32, u64)>,
 }
 
 impl Unpacker {
@@ -322,11 +332,13 @@ impl Unpacker {
                         at.display()
                     )));
                 }
-                entry
-                    .unpack(&at)
-                    .map_err(|e| Failure::io(&at.display().to_string(), e))?;
+                if !at.is_dir() {
+                    std::fs::create_dir(&at)
+                        .map_err(|e| Failure::io(&at.display().to_string(), e))?;
+                }
+                let mode = entry.header().mode().unwrap_or(0o755);
                 let mtime = entry.header().mtime().unwrap_or(0);
-                self.dirs.push((at, mtime));
+                self.dirs.push((at, mode, mtime));
             }
             EntryType::Regular
             | EntryType::Continuous
@@ -511,6 +523,34 @@ mod tests {
         // Not a tar at all.
         let e = unpack(s(&dst), &b"not a tar archive, just some text"[..], EXACT).unwrap_err();
         assert_ne!(e.kind, Kind::NotFound);
+    }
+
+    #[test]
+    fn read_only_directories_are_filled_then_closed() {
+        let t = tempfile::tempdir().unwrap();
+        let tar = archive(|b| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Directory);
+            h.set_mode(0o555);
+            h.set_size(0);
+            b.append_data(&mut h, "ro/", &b""[..]).unwrap();
+            file(b, "ro/f", b"in", 0o4755);
+        });
+        let host = t.path().join("host");
+        unpack(s(&host), &tar[..], Modes { exact: false }).unwrap();
+        assert_eq!(std::fs::read(host.join("f")).unwrap(), b"in");
+        assert_eq!(mode_of(&host), 0o555);
+        assert_eq!(mode_of(&host.join("f")), 0o755, "no setuid on the host");
+        let boxed = t.path().join("box");
+        unpack(s(&boxed), &tar[..], EXACT).unwrap();
+        assert_eq!(mode_of(&boxed.join("f")), 0o4755, "exact in a box");
+        for d in [&host, &boxed] {
+            std::fs::set_permissions(d, PermissionsExt::from_mode(0o755)).unwrap();
+        }
+    }
+
+    fn mode_of(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().mode() & 0o7777
     }
 
     #[test]
