@@ -8,14 +8,15 @@
 //! `attach` with the command's code once attached.
 
 mod attach;
+mod cp;
 mod daemon;
 mod doctor;
 mod exec;
 mod image;
 mod output;
 mod service;
-mod stats;
 mod snapshot;
+mod stats;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -92,6 +93,9 @@ enum Command {
     /// then `docker attach` would show it. Leaving does not stop the
     /// command; a restart of boxd is survived (the stream reattaches).
     Attach(attach::AttachArgs),
+    /// Copy files between the host and a box, as `docker cp`: BOX:PATH on
+    /// one side, a host path or - (a tar on stdin/stdout) on the other.
+    Cp(cp::CpArgs),
     /// Print the output boxd keeps of a box's execs.
     ///
     /// Up to the last 1 MiB of each, oldest exec first; stdout to stdout,
@@ -370,6 +374,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
         Command::Exec(args) => exec::exec(ctx, args).await,
         Command::Run(args) => exec::run(ctx, args).await,
         Command::Attach(args) => attach::attach(ctx, args).await,
+        Command::Cp(args) => cp::cp(ctx, args).await,
         Command::Logs(args) => attach::logs(ctx, args).await,
         Command::Image { action } => image::run(ctx, action).await,
         Command::Stats(args) => stats::stats(ctx, args).await,

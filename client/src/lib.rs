@@ -12,6 +12,8 @@
 //! - [`spawn`] starts the daemon on demand; [`spec`] reads box specs from
 //!   command-line words.
 
+pub mod archive;
+pub mod copy;
 mod exec;
 pub mod jsonl;
 mod paths;

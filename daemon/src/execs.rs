@@ -397,6 +397,7 @@ impl Execs {
             working_dir,
             stdin: req.stdin,
             tty,
+            builtin: None,
         };
         let started = self.registry.engine().exec(&record, spec).await?;
         let launch_ms = begin.elapsed().as_millis() as u64;

@@ -350,6 +350,31 @@ pub fn guest_path(what: &str, path: &str) -> Result<String> {
     Ok(out.to_string_lossy().into_owned())
 }
 
+/// The longest path a copy may name (the kernel's `PATH_MAX`).
+pub const MAX_COPY_PATH: usize = 4096;
+
+/// A copy's path inside a box: absolute, without `..` or NUL, at most
+/// [`MAX_COPY_PATH`] bytes. Kept as written: a trailing `/.` (a directory's
+/// contents) or `/` (must be a directory) means something.
+pub fn copy_path(path: &str) -> Result<String> {
+    let bad = |why: &str| {
+        Error::InvalidArgument(format!("the path in the box {why}: {:?}", truncate(path)))
+    };
+    if !path.starts_with('/') {
+        return Err(bad("must be absolute"));
+    }
+    if path.contains('\0') {
+        return Err(bad("must not contain NUL"));
+    }
+    if path.len() > MAX_COPY_PATH {
+        return Err(bad("is too long (at most 4096 bytes)"));
+    }
+    if path.split('/').any(|c| c == "..") {
+        return Err(bad("must not contain '..'"));
+    }
+    Ok(path.to_owned())
+}
+
 /// A bind mount's host side: absolute, existing, canonicalized (so a
 /// symlink is judged by where it leads), not in the host's `/proc`, `/sys`
 /// or `/dev`, and neither inside nor a parent of any `protected` path:
@@ -535,6 +560,17 @@ mod tests {
                 matches!(export_path(bad), Err(Error::InvalidArgument(_))),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn copy_paths() {
+        for ok in ["/", "/a", "/a/.", "/a/", "/a/./b", "/..a/b..", "/a b/ü"] {
+            assert_eq!(copy_path(ok).unwrap(), ok);
+        }
+        let long = format!("/{}", "x".repeat(MAX_COPY_PATH));
+        for bad in ["", "a", "./a", "/a/../b", "/..", "/a/..", "/a\0b", &long] {
+            assert!(copy_path(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod image;
+pub mod podman;
 pub mod registry;
 
 use std::path::PathBuf;

@@ -557,3 +557,52 @@ fn published_ports_in_create_start_and_list() {
     };
     assert_eq!(got, "from-box\n");
 }
+
+#[test]
+fn copies_in_and_out_round_trip() {
+    let d = Daemon::start();
+    let mut j = Jsonl::start(&d.socket);
+    assert_eq!(j.next_frame()["type"], "transport");
+    let caps = j.call(1, "host.describe", json!({}));
+    let caps = caps["result"]["capabilities"].as_array().unwrap().clone();
+    assert!(caps.contains(&json!("box.copyIn")) && caps.contains(&json!("box.copyOut")));
+    j.call(2, "box.create", json!({"name": "cp", "image": image()}));
+    j.call(3, "box.start", json!({"name": "cp"}));
+    let host = tempfile::tempdir().unwrap();
+    std::fs::create_dir(host.path().join("src")).unwrap();
+    std::fs::write(host.path().join("src/f"), b"through jsonl").unwrap();
+    let src = host.path().join("src").to_string_lossy().into_owned();
+    let r = j.call(
+        4,
+        "box.copyIn",
+        json!({"name": "cp", "hostPath": src, "path": "/tmp"}),
+    );
+    assert!(r["result"]["bytes"].as_u64().unwrap() >= 2048, "{r}");
+    let back = host.path().join("back").to_string_lossy().into_owned();
+    let r = j.call(
+        5,
+        "box.copyOut",
+        json!({"name": "cp", "path": "/tmp/src", "hostPath": back}),
+    );
+    assert!(r["result"]["bytes"].as_u64().unwrap() >= 2048, "{r}");
+    assert_eq!(
+        std::fs::read(host.path().join("back/f")).unwrap(),
+        b"through jsonl"
+    );
+    // A missing box path is `not_found`; a relative host path is refused.
+    let r = j.call(
+        6,
+        "box.copyOut",
+        json!({"name": "cp", "path": "/nope", "hostPath": back}),
+    );
+    assert_eq!(r["error"]["code"], "not_found", "{r}");
+    let r = j.call(
+        7,
+        "box.copyIn",
+        json!({"name": "cp", "path": "/tmp", "hostPath": "rel"}),
+    );
+    assert_eq!(r["error"]["code"], "invalid_params", "{r}");
+    j.call(8, "box.remove", json!({"name": "cp", "force": true}));
+    assert_eq!(j.call(9, "shutdown", json!({}))["result"]["ok"], true);
+    assert!(j.close().0.success());
+}

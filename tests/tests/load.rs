@@ -235,3 +235,91 @@ async fn a_client_that_never_reads_costs_bounded_memory_and_slows_no_one() {
     );
     drop(floods);
 }
+
+/// The SHA-256 of a host file, by `sha256sum` (fast at any build profile).
+fn sha256_file(path: &std::path::Path) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum");
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout)[..64].to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_gib_cp_both_ways_byte_exact_with_flat_daemon_memory() {
+    const SIZE: u64 = 1 << 30;
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    up(&mut c, "big", busybox_spec()).await;
+    let host = tempfile::tempdir().unwrap();
+    let src = host.path().join("big");
+    let made = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("head -c {SIZE} /dev/urandom > '{}'", src.display()))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let want = sha256_file(&src);
+
+    // boxd's resident memory, sampled while the copies run.
+    let pid = d.pid();
+    let rss0 = usage(pid).1;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                peak = peak.max(usage(pid).1);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            peak
+        })
+    };
+    let t = Instant::now();
+    let out = d
+        .boxctl()
+        .arg("cp")
+        .arg(&src)
+        .arg("big:/tmp/big")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let took_in = t.elapsed();
+    let inside = sh(&mut c, "big", "sha256sum /tmp/big").await;
+    assert_eq!(&inside[..64], want, "copied in byte-exact");
+    let back = host.path().join("back");
+    let t = Instant::now();
+    let out = d
+        .boxctl()
+        .args(["cp", "big:/tmp/big"])
+        .arg(&back)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let took_out = t.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let peak = sampler.join().unwrap();
+    assert_eq!(std::fs::metadata(&back).unwrap().len(), SIZE);
+    assert_eq!(sha256_file(&back), want, "copied out byte-exact");
+    let grew = peak.saturating_sub(rss0);
+    assert!(
+        grew < 64 * 1024,
+        "boxd's RSS grew {grew} KiB copying 1 GiB ({rss0} -> {peak} KiB)"
+    );
+    let mbs = |d: Duration| SIZE as f64 / d.as_secs_f64() / 1e6;
+    println!(
+        "1 GiB cp: in {took_in:?} ({:.0} MB/s), out {took_out:?} ({:.0} MB/s); boxd RSS {rss0} -> peak {peak} KiB (+{grew} KiB)",
+        mbs(took_in),
+        mbs(took_out)
+    );
+}

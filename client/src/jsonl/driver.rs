@@ -45,6 +45,8 @@ pub const METHODS: &[&str] = &[
     "box.create",
     "box.start",
     "box.exec",
+    "box.copyIn",
+    "box.copyOut",
     "exec.stdin",
     "exec.kill",
     "exec.resize",
@@ -307,6 +309,46 @@ impl SecretParams {
 #[serde(deny_unknown_fields)]
 struct NameParams {
     name: String,
+}
+
+/// `box.copyIn` and `box.copyOut`: a path in the box and one on the host.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CopyParams {
+    name: String,
+    path: String,
+    host_path: String,
+    follow_symlinks: Option<bool>,
+}
+
+impl CopyParams {
+    fn host_path(&self) -> Result<std::path::PathBuf, Failure> {
+        let p = std::path::PathBuf::from(&self.host_path);
+        if !p.is_absolute() {
+            return Err(Failure::new(
+                ErrorCode::InvalidParams,
+                format!("hostPath must be absolute: {:?}", self.host_path),
+            ));
+        }
+        Ok(p)
+    }
+}
+
+impl From<crate::copy::CopyError> for Failure {
+    fn from(e: crate::copy::CopyError) -> Failure {
+        use crate::archive::Kind;
+        match e {
+            crate::copy::CopyError::Status(s) => s.into(),
+            crate::copy::CopyError::Host(f) => Failure::new(
+                match f.kind {
+                    Kind::NotFound => ErrorCode::NotFound,
+                    Kind::Invalid => ErrorCode::InvalidParams,
+                    Kind::Io => ErrorCode::Internal,
+                },
+                f.message,
+            ),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -632,6 +674,27 @@ impl Driver {
                     name: n.name,
                 };
                 created_json(self.client()?.import_box(req).await?.into_inner())
+            }
+            "box.copyIn" => {
+                let c: CopyParams = params(p)?;
+                let source = crate::copy::Source::Path {
+                    path: c.host_path()?,
+                    follow_symlinks: c.follow_symlinks.unwrap_or(false),
+                };
+                let mut client = self.client()?;
+                let bytes =
+                    crate::copy::copy_in(&mut client, &c.name, source, &c.path, None).await?;
+                json!({"bytes": bytes})
+            }
+            "box.copyOut" => {
+                let c: CopyParams = params(p)?;
+                let dest = crate::copy::Dest::Path(c.host_path()?);
+                let mut client = self.client()?;
+                let follow = c.follow_symlinks.unwrap_or(false);
+                let bytes =
+                    crate::copy::copy_out(&mut client, &c.name, &c.path, follow, dest, None)
+                        .await?;
+                json!({"bytes": bytes})
             }
             "box.exec" => {
                 self.clone().exec(req).await?;

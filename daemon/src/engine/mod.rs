@@ -193,6 +193,20 @@ pub struct ExecSpec {
     pub stdin: bool,
     /// `Some((rows, cols))`: run on a pseudo-terminal of that size.
     pub tty: Option<(u16, u16)>,
+    /// Run boxd's own code in the box instead of `command` (the namespace
+    /// engine's file copies). Such an exec is the daemon's: never listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builtin: Option<Builtin>,
+}
+
+/// Work a namespace box's zygote does itself, in a forked child inside the
+/// box (chrooted in it, box root, confined): paths resolve in the box.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Builtin {
+    /// A tar of `path` on stdout (see [`Engine::copy_out`]).
+    TarOut { path: String, follow_symlinks: bool },
+    /// A tar from stdin unpacked at `path` (see [`Engine::copy_in`]).
+    TarIn { path: String },
 }
 
 /// How a process ended.

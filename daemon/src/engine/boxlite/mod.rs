@@ -174,6 +174,22 @@ impl BoxliteEngine {
         }
     }
 
+    /// A handle on a running box. BoxLite's `exec()`, `metrics()` and
+    /// copies boot a box that is not running: never let them.
+    async fn running(&self, record: &BoxRecord) -> Result<LiteBox> {
+        let (info, handle) = self
+            .handle(record)
+            .await?
+            .ok_or_else(|| Self::missing(record))?;
+        if !info.status.is_running() {
+            return Err(Error::FailedPrecondition(format!(
+                "the box's microVM is {}, not running; start the box first",
+                info.status
+            )));
+        }
+        Ok(handle)
+    }
+
     fn missing(record: &BoxRecord) -> Error {
         Error::NotFound(format!(
             "box {:?} has no BoxLite VM (BoxLite box {:?} is gone)",
@@ -340,17 +356,12 @@ impl Engine for BoxliteEngine {
     }
 
     async fn exec(&self, record: &BoxRecord, spec: ExecSpec) -> Result<super::exec::Started> {
-        let (info, handle) = self
-            .handle(record)
-            .await?
-            .ok_or_else(|| Self::missing(record))?;
-        // BoxLite's exec() boots a box that is not running: never let it.
-        if !info.status.is_running() {
-            return Err(Error::FailedPrecondition(format!(
-                "the box's microVM is {}, not running; start the box first",
-                info.status
-            )));
+        if spec.builtin.is_some() {
+            return Err(Error::Internal(
+                "built-in execs are the namespace engine's".into(),
+            ));
         }
+        let handle = self.running(record).await?;
         let execution = handle
             .exec(box_command(&spec))
             .await
@@ -419,6 +430,40 @@ impl Engine for BoxliteEngine {
 
     async fn import(&self, path: &Path, target: &BoxRecord) -> Result<Created> {
         self.import_impl(path, target).await
+    }
+
+    async fn copy_out(
+        &self,
+        record: &BoxRecord,
+        path: &str,
+        follow_symlinks: bool,
+    ) -> Result<super::ByteStream> {
+        let handle = self.running(record).await?;
+        let (stream, _shape) = handle
+            .copy_out_stream(path, copy_options(follow_symlinks))
+            .await
+            .map_err(|e| map_err("copy out of the microVM", e))?;
+        Ok(from_boxlite(stream))
+    }
+
+    async fn copy_in(
+        &self,
+        record: &BoxRecord,
+        path: &str,
+        archive: super::ByteStream,
+    ) -> Result<u64> {
+        let handle = self.running(record).await?;
+        let taken = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        handle
+            .copy_in_stream(
+                to_boxlite(archive, taken.clone()),
+                path,
+                ::boxlite::CopySourceKind::Unknown,
+                copy_options(false),
+            )
+            .await
+            .map_err(|e| map_err("copy into the microVM", e))?;
+        Ok(taken.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     async fn shutdown(&self) {
@@ -566,6 +611,39 @@ pub fn box_options(spec: &BoxSpec) -> Result<(BoxOptions, Vec<String>)> {
     o.detach = true;
     o.auto_delete = Some(0);
     Ok((o, warnings))
+}
+
+/// BoxLite's copy options for a boxd copy: recursive, overwriting
+/// (as `docker cp`), following symlinks only when asked.
+fn copy_options(follow_symlinks: bool) -> ::boxlite::CopyOptions {
+    ::boxlite::CopyOptions::default().follow_symlinks(follow_symlinks)
+}
+
+/// BoxLite's archive stream as boxd's.
+fn from_boxlite(stream: ::boxlite::BoxByteStream) -> super::ByteStream {
+    stream
+        .map(|chunk| {
+            chunk
+                .map(Bytes::from)
+                .map_err(|e| Error::Engine(format!("copy out of the microVM: {e}")))
+        })
+        .boxed()
+}
+
+/// boxd's archive stream as BoxLite takes it, counting the bytes in
+/// `taken`. An error ends it as an error (BoxLite then fails the copy
+/// rather than keep a truncated archive).
+fn to_boxlite(
+    archive: super::ByteStream,
+    taken: std::sync::Arc<std::sync::atomic::AtomicU64>,
+) -> impl futures::Stream<Item = std::io::Result<Vec<u8>>> + Send + 'static {
+    archive.map(move |chunk| match chunk {
+        Ok(b) => {
+            taken.fetch_add(b.len() as u64, std::sync::atomic::Ordering::SeqCst);
+            Ok(b.to_vec())
+        }
+        Err(e) => Err(std::io::Error::other(e.to_string())),
+    })
 }
 
 fn box_command(spec: &ExecSpec) -> BoxCommand {
@@ -1085,6 +1163,38 @@ mod tests {
         assert_eq!(json["auto_delete"], 0);
     }
 
+    #[tokio::test]
+    async fn copies_map_to_boxlite_streams() {
+        assert!(!copy_options(false).follow_symlinks);
+        assert!(copy_options(true).follow_symlinks);
+        assert!(copy_options(false).recursive && copy_options(false).overwrite);
+        let taken = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let archive: super::super::ByteStream = futures::stream::iter(vec![
+            Ok(Bytes::from_static(b"abc")),
+            Ok(Bytes::from_static(b"de")),
+            Err(Error::InvalidArgument("client went away".into())),
+        ])
+        .boxed();
+        let out: Vec<_> = to_boxlite(archive, taken.clone()).collect().await;
+        assert_eq!(out[0].as_ref().unwrap(), b"abc");
+        assert_eq!(out[1].as_ref().unwrap(), b"de");
+        assert!(
+            out[2]
+                .as_ref()
+                .unwrap_err()
+                .to_string()
+                .contains("went away")
+        );
+        assert_eq!(taken.load(std::sync::atomic::Ordering::SeqCst), 5);
+        let back: ::boxlite::BoxByteStream = Box::pin(futures::stream::iter(vec![
+            Ok(b"xy".to_vec()),
+            Err(std::io::Error::other("vm gone")),
+        ]));
+        let back: Vec<_> = from_boxlite(back).collect().await;
+        assert_eq!(back[0].as_ref().unwrap(), &Bytes::from_static(b"xy"));
+        assert!(matches!(&back[1], Err(Error::Engine(m)) if m.contains("vm gone")));
+    }
+
     #[test]
     fn command_maps_spec() {
         let c = box_command(&ExecSpec {
@@ -1368,6 +1478,14 @@ mod tests {
             "{e}"
         );
         eprintln!("exec refused after {:?}", t.elapsed());
+        // So are copies.
+        let e = engine.copy_out(&rec, "/etc", false).await.err().unwrap();
+        assert!(matches!(&e, Error::FailedPrecondition(_)), "{e}");
+        let e = engine
+            .copy_in(&rec, "/tmp", futures::stream::empty().boxed())
+            .await
+            .unwrap_err();
+        assert!(matches!(&e, Error::FailedPrecondition(_)), "{e}");
 
         if !engine.verdict.can_boot {
             let t = std::time::Instant::now();

@@ -26,8 +26,10 @@
 
 pub mod archive;
 pub mod boot;
+pub mod builtin;
 pub mod cgroup;
 mod confine;
+mod copy;
 pub mod egress;
 mod finish;
 mod helper;
@@ -568,6 +570,14 @@ impl Engine for NamespaceEngine {
             return None;
         }
         let cgroup = Arc::new(sup.cgroup.clone());
+        // A copy's caller went with the old daemon: the copy goes too.
+        use super::exec::ExecHandle as _;
+        let (copies, execs): (Vec<_>, Vec<_>) =
+            execs.into_iter().partition(|e| copy::is_copy(&e.id));
+        for e in copies.into_iter().filter(|e| e.exit.is_none()) {
+            tracing::info!(box_name = %record.name, exec_id = %e.id, "killing a copy whose caller is gone");
+            let _ = sup.exec(&e.id).signal(libc::SIGKILL).await;
+        }
         let adopted = execs
             .into_iter()
             .map(|e| Adopted {
@@ -627,6 +637,26 @@ impl Engine for NamespaceEngine {
             started_at_ms: crate::registry::now_ms(),
         })
         .await
+    }
+
+    async fn copy_out(
+        &self,
+        record: &BoxRecord,
+        path: &str,
+        follow_symlinks: bool,
+    ) -> Result<super::ByteStream> {
+        let (sup, _) = self.target(&record.id)?;
+        copy::copy_out(&sup, path, follow_symlinks).await
+    }
+
+    async fn copy_in(
+        &self,
+        record: &BoxRecord,
+        path: &str,
+        archive: super::ByteStream,
+    ) -> Result<u64> {
+        let (sup, _) = self.target(&record.id)?;
+        copy::copy_in(&sup, path, archive).await
     }
 
     async fn disk_usage(&self, record: &BoxRecord) -> Option<u64> {

@@ -53,6 +53,9 @@ pub struct Spawn {
     pub env: Vec<(String, String)>,
     pub working_dir: String,
     pub tty: bool,
+    /// Run this instead of `argv` ([`super::builtin`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builtin: Option<crate::engine::Builtin>,
 }
 
 /// What the supervisor asks of the zygote.
@@ -461,6 +464,9 @@ fn fork_command(
     the_box: &Joins,
     found: &mut std::collections::HashMap<(String, String), CString>,
 ) -> Reply {
+    if let Some(builtin) = &spawn.builtin {
+        return fork_builtin(builtin, stdio, the_box);
+    }
     let argv: Vec<CString> = match spawn
         .argv
         .iter()
@@ -578,6 +584,60 @@ fn fork_command(
     }
 }
 
+/// Forks a child that runs `builtin` (boxd's own code, inside the box)
+/// with the command's stdio; answers once it is set up as a command is.
+fn fork_builtin(builtin: &crate::engine::Builtin, stdio: [OwnedFd; 3], the_box: &Joins) -> Reply {
+    let (err_r, err_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return Reply::Fail(126, format!("pipe: {e}")),
+    };
+    // SAFETY: the zygote is single-threaded, so the child may allocate.
+    match unsafe { nix::unistd::fork() } {
+        Err(e) => Reply::Fail(126, format!("fork: {e}")),
+        Ok(nix::unistd::ForkResult::Child) => {
+            drop(err_r);
+            let code = match setup(&stdio, false, the_box, c"/", err_w.as_raw_fd()) {
+                Err(failed) => {
+                    let _ = nix::unistd::write(&err_w, &failed.to_ne_bytes());
+                    126
+                }
+                Ok(()) => {
+                    // Closed already (now at 0..2 only).
+                    std::mem::forget(stdio);
+                    // Unlike a command, it keeps the zygote's memory: the
+                    // box may not read it (made dumpable only to set its
+                    // OOM score).
+                    // SAFETY: prctl with integer arguments.
+                    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) };
+                    drop(err_w); // set up: the parent may answer
+                    super::builtin::run(builtin)
+                }
+            };
+            // SAFETY: leaving the forked child without running destructors.
+            unsafe { libc::_exit(code) }
+        }
+        Ok(nix::unistd::ForkResult::Parent { child }) => {
+            drop(err_w);
+            drop(stdio);
+            let mut buf = [0u8; 4];
+            let n = loop {
+                match nix::unistd::read(&err_r, &mut buf) {
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    other => break other.unwrap_or(0),
+                }
+            };
+            if n == 4 {
+                let failed = i32::from_ne_bytes(buf);
+                let step = super::confine::step_message(failed)
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| nix::errno::Errno::from_raw(failed).desc().to_owned());
+                return Reply::Fail(126, format!("setting up the copy failed: {step}"));
+            }
+            Reply::Pid(child.as_raw())
+        }
+    }
+}
+
 /// The forked child, up to `execve`; returns the failed step or errno.
 #[allow(clippy::too_many_arguments)]
 fn child(
@@ -590,6 +650,22 @@ fn child(
     the_box: &Joins,
     keep: RawFd,
 ) -> i32 {
+    if let Err(failed) = setup(stdio, tty, the_box, cwd, keep) {
+        return failed;
+    }
+    exec(argv, envp, candidates)
+}
+
+/// A forked child made a command of the box: its stdio, session, death
+/// signal, OOM score, process limit, directory and umask; every other
+/// descriptor but `keep` closed. `Err`: the failed step or errno.
+fn setup(
+    stdio: &[OwnedFd; 3],
+    tty: bool,
+    the_box: &Joins,
+    cwd: &std::ffi::CStr,
+    keep: RawFd,
+) -> std::result::Result<(), i32> {
     // SAFETY: plain syscalls in the forked child of a single-threaded
     // process.
     unsafe {
@@ -597,7 +673,7 @@ fn child(
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
         for (i, fd) in stdio.iter().enumerate() {
             if libc::dup2(fd.as_raw_fd(), i as i32) < 0 {
-                return *libc::__errno_location();
+                return Err(*libc::__errno_location());
             }
         }
         libc::setsid();
@@ -626,7 +702,7 @@ fn child(
             libc::setrlimit(libc::RLIMIT_NPROC, &lim);
         }
         if libc::chdir(cwd.as_ptr()) != 0 {
-            return super::confine::STEP_CHDIR;
+            return Err(super::confine::STEP_CHDIR);
         }
         libc::umask(0o022);
         // Nothing but stdio reaches the command: not the zygote's socket
@@ -635,6 +711,11 @@ fn child(
         super::helper::close_range(3, (keep - 1) as u32);
         super::helper::close_range((keep + 1) as u32, u32::MAX);
     }
+    Ok(())
+}
+
+/// `execve` of the first candidate that is not missing; returns the errno.
+fn exec(argv: &[CString], envp: &[CString], candidates: &[CString]) -> i32 {
     let argv_p: Vec<*const libc::c_char> = argv
         .iter()
         .map(|a| a.as_ptr())

@@ -335,6 +335,9 @@ impl Sup {
         tracing::debug!(exec_id = %spec.id, pid, "exec started");
         let sup = self.clone();
         let e = exec.clone();
+        // The daemon's own execs (copies) leave the table once they end:
+        // they never take the place of a client's kept exec.
+        let daemons_own = spec.builtin.is_some();
         tokio::spawn(async move {
             let mut status = e.local.wait().await;
             if status.code.is_none() && status.signal.is_none() && status.error.is_none() {
@@ -342,7 +345,13 @@ impl Sup {
             }
             e.info.lock().expect("exec info").exit = Some(status.clone());
             let id = e.info.lock().expect("exec info").id.clone();
-            let _ = sup.pushes.send(Push::Exited { id, status });
+            let _ = sup.pushes.send(Push::Exited {
+                id: id.clone(),
+                status,
+            });
+            if daemons_own {
+                sup.execs.lock().expect("exec table").remove(&id);
+            }
             sup.prune();
         });
         Ok(exec)
@@ -371,6 +380,7 @@ impl Sup {
             env: spec.env.clone(),
             working_dir: spec.working_dir.clone(),
             tty: spec.tty.is_some(),
+            builtin: spec.builtin.clone(),
         });
         type Streams = (
             Option<crate::engine::Input>,
@@ -397,6 +407,12 @@ impl Sup {
                 let (in_r, in_w) = pipe_pair()?;
                 let (out_r, out_w) = pipe_pair()?;
                 let (err_r, err_w) = pipe_pair()?;
+                // A copy's archive comes in bulk, as other output goes out.
+                let in_w = if spec.builtin.is_some() {
+                    grow_pipe(in_w)
+                } else {
+                    in_w
+                };
                 let stdin = if spec.stdin {
                     let w = pipe::Sender::from_owned_fd(in_w)
                         .map_err(|e| Error::io("stdin pipe", e))?;
