@@ -126,7 +126,7 @@ impl Isolation {
 
 /// What every engine supports, plus `extra`, as `Describe` lists them.
 pub fn capabilities(extra: &[&str]) -> Vec<String> {
-    const COMMON: [&str; 10] = [
+    const COMMON: [&str; 11] = [
         "exec.stdin",
         "exec.tty",
         "exec.signal",
@@ -137,6 +137,7 @@ pub fn capabilities(extra: &[&str]) -> Vec<String> {
         "box.watch",
         "box.stats",
         "net.publish",
+        "files.copy",
     ];
     COMMON.iter().chain(extra).map(|c| c.to_string()).collect()
 }
