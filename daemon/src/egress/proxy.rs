@@ -256,7 +256,7 @@ impl Proxy {
             ))
         })?;
         drop((body, budget));
-        if let Err(e) = exchange(client, &mut *upstream, &head.rest, stream).await {
+        if let Err(e) = exchange(client, &mut upstream, &head.rest, stream).await {
             debug!(box_name = %self.box_name, host, port = target.port, "request ended: {e}");
         }
         Ok(())
