@@ -16,34 +16,24 @@ pub mod archive;
 pub mod copy;
 mod exec;
 pub mod jsonl;
-mod paths;
 pub mod spawn;
 pub mod spec;
 pub mod stdio;
 pub mod trust;
 
+pub use boxd_proto::paths::{Paths, PathsError};
+pub use boxd_proto::wire::{CONNECTION_WINDOW, MAX_MESSAGE, STREAM_WINDOW};
 pub use boxd_proto::{bytes, tonic, v1};
 pub use exec::{
     ACK_EVERY, ExecEvent, ExecInput, ExecStream, OutputOffsets, OutputStream, RECONNECT_WITHIN,
     Reconnect, STDIN_KEPT, STDIN_WINDOW,
 };
-pub use paths::{Paths, PathsError};
 
 use std::path::{Path, PathBuf};
 
 use boxd_proto::tonic::transport::{Channel, Endpoint};
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
-
-/// HTTP/2 flow-control windows. The 64 KiB default caps a local stream at a
-/// fraction of what a pipe carries; these keep backpressure (bounded bytes
-/// in flight) while letting bulk output run.
-pub const STREAM_WINDOW: u32 = 4 << 20;
-/// The largest gRPC message either side accepts. Requests are small (the
-/// largest legitimate ones carry up to 2 MiB of environment and command
-/// line); bulk data moves as a stream of chunks.
-pub const MAX_MESSAGE: usize = 16 << 20;
-pub const CONNECTION_WINDOW: u32 = 16 << 20;
 
 /// The generated client type, over a Unix-socket channel.
 pub type Client = v1::boxd_client::BoxdClient<Channel>;

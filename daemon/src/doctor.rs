@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde::Serialize;
 
-use boxd_client::Paths;
+use boxd_proto::paths::Paths;
 
 #[derive(Debug, Serialize)]
 pub struct Check {

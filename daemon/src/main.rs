@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use boxd_client::Paths;
+use boxd_proto::paths::Paths;
 use boxd_proto::tonic::{service::interceptor::InterceptedService, transport::Server};
 use boxd_proto::v1::boxd_server::BoxdServer;
 use clap::{Parser, ValueEnum};
@@ -255,15 +255,15 @@ async fn run(
         protocol: service::Service::protocol(),
     };
     let api = BoxdServer::new(service)
-        .max_decoding_message_size(boxd_client::MAX_MESSAGE)
-        .max_encoding_message_size(boxd_client::MAX_MESSAGE);
+        .max_decoding_message_size(boxd_proto::wire::MAX_MESSAGE)
+        .max_encoding_message_size(boxd_proto::wire::MAX_MESSAGE);
     let connections = Arc::new(listener::Connections::default());
     let incoming = listener::tracked(listener, connections.clone());
     let stop_serving = shutdown.clone();
     let mut server = tokio::spawn(
         Server::builder()
-            .initial_stream_window_size(boxd_client::STREAM_WINDOW)
-            .initial_connection_window_size(boxd_client::CONNECTION_WINDOW)
+            .initial_stream_window_size(boxd_proto::wire::STREAM_WINDOW)
+            .initial_connection_window_size(boxd_proto::wire::CONNECTION_WINDOW)
             .add_service(InterceptedService::new(api, listener::check_peer))
             .serve_with_incoming_shutdown(incoming, async move { stop_serving.cancelled().await }),
     );

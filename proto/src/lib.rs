@@ -1,7 +1,11 @@
-//! The boxd API, generated from `proto/boxd/v1/boxd.proto`.
+//! The boxd API, generated from `proto/boxd/v1/boxd.proto`, with what the
+//! daemon and its clients must agree on beside it: where the socket is
+//! ([`paths`]) and the transport's limits ([`wire`]).
 //!
 //! `tonic` and `prost` are re-exported so that every client and the daemon
 //! use exactly the versions the code was generated for.
+
+pub mod paths;
 
 pub use bytes;
 pub use prost;
@@ -14,6 +18,19 @@ pub mod v1 {
 
     /// The API version string reported by `Describe`.
     pub const PROTOCOL: &str = "boxd.v1";
+}
+
+/// Transport settings the daemon and every client must agree on.
+pub mod wire {
+    /// HTTP/2 flow-control windows. The 64 KiB default caps a local stream
+    /// at a fraction of what a pipe carries; these keep backpressure
+    /// (bounded bytes in flight) while letting bulk output run.
+    pub const STREAM_WINDOW: u32 = 4 << 20;
+    pub const CONNECTION_WINDOW: u32 = 16 << 20;
+    /// The largest gRPC message either side accepts. Requests are small
+    /// (the largest legitimate ones carry up to 2 MiB of environment and
+    /// command line); bulk data moves as a stream of chunks.
+    pub const MAX_MESSAGE: usize = 16 << 20;
 }
 
 impl v1::BoxState {

@@ -1,4 +1,5 @@
-//! Where the daemon keeps its socket and its state.
+//! Where the daemon keeps its socket and its state: the rendezvous of the
+//! daemon and every client, resolved the same way by both.
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,12 @@ pub const MAX_SOCKET_PATH: usize = 103;
 pub const MAX_SOCKET_PATH: usize = 107;
 
 /// The daemon's socket and state directory.
+/// This process's effective uid: whose socket and home these are.
+pub fn my_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Paths {
     /// The Unix socket the daemon listens on.
@@ -59,7 +66,7 @@ impl Paths {
             None if home_override.is_some() => home.join("run").join("boxd.sock"),
             None => {
                 let tmp = std::env::temp_dir();
-                let uid = crate::trust::my_uid();
+                let uid = my_uid();
                 default_socket(
                     project_dirs().and_then(|d| d.runtime_dir().map(Path::to_path_buf)),
                     &tmp,
@@ -180,7 +187,7 @@ mod tests {
     #[test]
     fn only_a_temporary_directory_of_ours_alone_is_private() {
         use std::os::unix::fs::PermissionsExt;
-        let me = crate::trust::my_uid();
+        let me = my_uid();
         let t = tempfile::tempdir().unwrap();
         std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
         assert!(private_to(me, t.path()));
