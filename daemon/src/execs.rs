@@ -39,7 +39,8 @@ use crate::engine::exec::{Acks, ExecHandle, Subscription};
 use crate::engine::{Adopted, ExecSpec, ExitStatus};
 use crate::error::{Error, Result};
 use crate::exec_log::{self, Offsets, Stream};
-use crate::registry::{Registry, now_ms};
+use crate::model::now_ms;
+use crate::registry::Registry;
 use crate::validate;
 
 /// `TERM` for a TTY exec whose client gave none.
@@ -648,7 +649,7 @@ mod tests {
 
     use super::*;
     use crate::engine::fake::FakeEngine;
-    use crate::registry::BoxSpec;
+    use crate::model::BoxSpec;
 
     /// A registry with one running box, `b`, on the fake engine.
     async fn running_box() -> (tempfile::TempDir, Arc<FakeEngine>, Arc<Execs>) {

@@ -16,6 +16,7 @@ pub mod limits;
 pub mod listener;
 pub mod lock;
 pub mod logging;
+pub mod model;
 pub mod registry;
 pub mod service;
 pub mod validate;

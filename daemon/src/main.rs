@@ -365,9 +365,9 @@ async fn idle_exit(
             || registry.list().await.iter().any(|r| {
                 matches!(
                     r.state,
-                    registry::State::Starting
-                        | registry::State::Running
-                        | registry::State::Stopping
+                    boxd::model::State::Starting
+                        | boxd::model::State::Running
+                        | boxd::model::State::Stopping
                 )
             });
         if busy {

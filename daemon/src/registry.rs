@@ -11,145 +11,15 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
-use boxd_proto::v1;
-use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use crate::engine::{Engine, Snapshot};
 use crate::error::{Error, Result};
-
-/// A bind mount, validated and canonicalized.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Mount {
-    pub host_path: PathBuf,
-    pub guest_path: String,
-    pub read_only: bool,
-}
-
-/// What a box was asked to be. Persisted in `box.json`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BoxSpec {
-    pub image: String,
-    pub cpus: Option<u32>,
-    pub memory_mib: Option<u32>,
-    pub disk_size_gb: Option<u32>,
-    pub mounts: Vec<Mount>,
-    pub allow_net: Vec<String>,
-    pub env: BTreeMap<String, String>,
-    pub working_dir: Option<String>,
-    /// Kept here, in the daemon's private state, and nowhere else: never
-    /// in a reply, a log line or the box.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub secrets: Vec<crate::egress::Secret>,
-    /// Box ports published on the host while the box runs.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ports: Vec<PortMapping>,
-}
-
-/// A published port (TCP): connections to `host_ip:host_port` are relayed
-/// to `box_port` inside the box. `host_port` 0 asks for any free port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PortMapping {
-    pub host_ip: std::net::IpAddr,
-    pub host_port: u16,
-    pub box_port: u16,
-}
-
-impl PortMapping {
-    /// The host address to listen on.
-    pub fn host_addr(&self) -> std::net::SocketAddr {
-        std::net::SocketAddr::new(self.host_ip, self.host_port)
-    }
-
-    /// Whether both would listen on one host port: the same port (not 0)
-    /// on the same address, or on a wildcard address (which takes the port
-    /// on every address; `::` on IPv4 ones too).
-    pub fn overlaps(&self, other: &PortMapping) -> bool {
-        self.host_port != 0
-            && self.host_port == other.host_port
-            && (self.host_ip == other.host_ip
-                || self.host_ip.is_unspecified()
-                || other.host_ip.is_unspecified())
-    }
-
-    /// Reachable from other machines: published on a wildcard address or
-    /// on one that is not loopback.
-    pub fn is_public(&self) -> bool {
-        !self.host_ip.is_loopback()
-    }
-}
-
-/// `127.0.0.1:8080->80/tcp`, `[::1]:0->80/tcp`, as `docker ps` shows them.
-impl std::fmt::Display for PortMapping {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}->{}/tcp", self.host_addr(), self.box_port)
-    }
-}
-
-/// The warnings of a create that publishes ports other machines can reach.
-pub fn public_port_warnings(ports: &[PortMapping]) -> Vec<String> {
-    ports
-        .iter()
-        .filter(|p| p.is_public())
-        .map(|p| {
-            let on = match (p.host_ip.is_unspecified(), p.host_port) {
-                (true, 0) => format!("every address of this host ({})", p.host_ip),
-                (true, port) => format!("port {port} of every address of this host ({})", p.host_ip),
-                (false, 0) => p.host_ip.to_string(),
-                (false, _) => p.host_addr().to_string(),
-            };
-            format!(
-                "box port {} is published on {on}, which other machines can reach (use 127.0.0.1 to keep it to this host)",
-                p.box_port
-            )
-        })
-        .collect()
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum State {
-    Created,
-    Starting,
-    Running,
-    Stopping,
-    Stopped,
-    Removed,
-    Failed,
-}
-
-impl State {
-    pub fn proto(self) -> v1::BoxState {
-        match self {
-            State::Created => v1::BoxState::Created,
-            State::Starting => v1::BoxState::Starting,
-            State::Running => v1::BoxState::Running,
-            State::Stopping => v1::BoxState::Stopping,
-            State::Stopped => v1::BoxState::Stopped,
-            State::Removed => v1::BoxState::Removed,
-            State::Failed => v1::BoxState::Failed,
-        }
-    }
-}
-
-/// A box as the daemon keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BoxRecord {
-    pub id: String,
-    pub name: String,
-    pub spec: BoxSpec,
-    pub image_digest: String,
-    pub created_at_ms: i64,
-    pub started_at_ms: i64,
-    pub state: State,
-    #[serde(default)]
-    pub error: String,
-    /// The box's own directory (`HOME/boxes/ID`); not persisted.
-    #[serde(skip)]
-    pub dir: PathBuf,
-}
+// The BoxLite engine's files still name the model through the registry.
+use crate::model::{BoxEvent, now_ms};
+pub use crate::model::{BoxRecord, BoxSpec, Mount, PortMapping, State};
 
 /// One box, behind the lock that serializes its lifecycle.
 type Slot = tokio::sync::Mutex<BoxRecord>;
@@ -159,7 +29,7 @@ pub struct Registry {
     engine: Arc<dyn Engine>,
     /// `max-boxes` (0: no limit).
     max_boxes: usize,
-    events: broadcast::Sender<v1::BoxEvent>,
+    events: broadcast::Sender<BoxEvent>,
     boxes: Mutex<BTreeMap<String, Arc<Slot>>>,
     /// Execs of boxes found running at start, until the exec table takes them.
     adopted: Mutex<Vec<(String, Vec<crate::engine::Adopted>)>>,
@@ -180,13 +50,6 @@ pub struct CreateOutcome {
     pub record: BoxRecord,
     pub created: bool,
     pub warnings: Vec<String>,
-}
-
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 fn new_id() -> String {
@@ -279,15 +142,15 @@ impl Registry {
         &self.engine
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<v1::BoxEvent> {
+    pub fn subscribe(&self) -> broadcast::Receiver<BoxEvent> {
         self.events.subscribe()
     }
 
     fn emit(&self, record: &BoxRecord, elapsed_ms: u64, message: &str) {
-        let _ = self.events.send(v1::BoxEvent {
+        let _ = self.events.send(BoxEvent {
             box_id: record.id.clone(),
             name: record.name.clone(),
-            state: record.state.proto() as i32,
+            state: record.state,
             elapsed_ms,
             at_ms: now_ms(),
             message: message.to_owned(),
@@ -484,7 +347,7 @@ impl Registry {
         ) {
             return Err(Error::FailedPrecondition(format!(
                 "box {name:?} is {}; stop it before restoring a snapshot",
-                guard.state.proto().label()
+                guard.state.label()
             )));
         }
         self.engine.snapshot_restore(&guard, snapshot).await?;
@@ -588,7 +451,7 @@ impl Registry {
             State::Running => Ok(record),
             state => Err(Error::FailedPrecondition(format!(
                 "box {name:?} is {}; start it first",
-                state.proto().label()
+                state.label()
             ))),
         }
     }

@@ -6,6 +6,7 @@
 mod files;
 mod snapshots;
 mod stats;
+pub mod wire;
 
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -21,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::execs::{Attached, Execs};
-use crate::registry::{self, BoxRecord, Registry};
+use crate::model::{BoxRecord, ImageInfo};
+use crate::registry::Registry;
 use crate::validate;
 
 pub struct Service {
@@ -56,14 +58,14 @@ impl Service {
         v1::BoxInfo {
             id: r.id.clone(),
             name: r.name.clone(),
-            state: r.state.proto() as i32,
+            state: v1::BoxState::from(r.state) as i32,
             image: r.spec.image.clone(),
             image_digest: r.image_digest.clone(),
             created_at_ms: r.created_at_ms,
             started_at_ms: r.started_at_ms,
             isolation: engine.isolation.as_str().to_owned(),
             engine: engine.name.to_owned(),
-            spec: Some(spec_to_proto(&r.spec)),
+            spec: Some(wire::box_spec(&r.spec)),
             running_execs: self.execs.running_in(&r.name),
             error: r.error.clone(),
             disk_bytes,
@@ -72,7 +74,7 @@ impl Service {
                 .engine()
                 .published(r)
                 .iter()
-                .map(port_to_proto)
+                .map(wire::port)
                 .collect(),
         }
     }
@@ -85,7 +87,7 @@ impl Service {
         ]
     }
 
-    fn spec_from_proto(&self, s: v1::BoxSpec) -> Result<registry::BoxSpec> {
+    fn spec_from_proto(&self, s: v1::BoxSpec) -> Result<crate::model::BoxSpec> {
         validate::box_spec(s, &self.protected())
     }
 
@@ -171,48 +173,6 @@ async fn pump_input(
     }
 }
 
-pub fn spec_to_proto(s: &registry::BoxSpec) -> v1::BoxSpec {
-    v1::BoxSpec {
-        image: s.image.clone(),
-        cpus: s.cpus,
-        memory_mib: s.memory_mib,
-        disk_size_gb: s.disk_size_gb,
-        mounts: s
-            .mounts
-            .iter()
-            .map(|m| v1::Mount {
-                host_path: m.host_path.to_string_lossy().into_owned(),
-                guest_path: m.guest_path.clone(),
-                read_only: m.read_only,
-            })
-            .collect(),
-        allow_net: s.allow_net.clone(),
-        env: s.env.clone().into_iter().collect(),
-        working_dir: s.working_dir.clone().unwrap_or_default(),
-        // Values are write-only.
-        secrets: s
-            .secrets
-            .iter()
-            .map(|x| v1::Secret {
-                name: x.name.clone(),
-                hosts: x.hosts.clone(),
-                placeholder: x.placeholder.clone(),
-                value: String::new(),
-            })
-            .collect(),
-        ports: s.ports.iter().map(port_to_proto).collect(),
-    }
-}
-
-pub fn port_to_proto(p: &registry::PortMapping) -> v1::PortMapping {
-    v1::PortMapping {
-        host_ip: p.host_ip.to_string(),
-        host_port: p.host_port.into(),
-        box_port: p.box_port.into(),
-        protocol: "tcp".into(),
-    }
-}
-
 #[tonic::async_trait]
 impl Boxd for Service {
     async fn describe(
@@ -246,7 +206,7 @@ impl Boxd for Service {
         let out = self.registry.create(&req.name, spec).await?;
         let mut warnings = out.warnings;
         if out.created {
-            warnings.extend(registry::public_port_warnings(&out.record.spec.ports));
+            warnings.extend(crate::model::public_port_warnings(&out.record.spec.ports));
         }
         warnings.extend(self.registry.engine().info().create_warning.clone());
         Ok(Response::new(v1::CreateBoxResponse {
@@ -329,7 +289,7 @@ impl Boxd for Service {
                 };
                 match ev {
                     Ok(ev) => {
-                        if tx.send(Ok(ev)).await.is_err() {
+                        if tx.send(Ok(v1::BoxEvent::from(ev))).await.is_err() {
                             return;
                         }
                     }
@@ -445,7 +405,10 @@ impl Boxd for Service {
                 Err(_) => Err(Status::internal("the pull ended without a result")),
             }
         });
-        let events = futures::StreamExt::map(ReceiverStream::new(rx), Ok);
+        let events =
+            futures::StreamExt::map(ReceiverStream::new(rx), |e: crate::model::PullEvent| {
+                Ok(v1::PullImageEvent::from(e))
+            });
         Ok(Response::new(Box::pin(futures::StreamExt::chain(
             events, last,
         ))))
@@ -481,7 +444,7 @@ impl Boxd for Service {
         let in_use = self.in_use().await;
         let images = self.registry.engine().images();
         Ok(Response::new(
-            images.remove(&reference, &in_use, req.force).await?,
+            images.remove(&reference, &in_use, req.force).await?.into(),
         ))
     }
 
@@ -491,7 +454,7 @@ impl Boxd for Service {
     ) -> Result<Response<v1::PruneImagesResponse>, Status> {
         let in_use = self.in_use().await;
         Ok(Response::new(
-            self.registry.engine().images().prune(&in_use).await?,
+            self.registry.engine().images().prune(&in_use).await?.into(),
         ))
     }
 
@@ -612,8 +575,9 @@ impl Service {
     }
 }
 
-fn with_users(mut info: v1::ImageInfo, in_use: &crate::engine::InUse) -> v1::ImageInfo {
+/// An image as the wire shows it, with the boxes made from it.
+fn with_users(mut info: ImageInfo, in_use: &crate::engine::InUse) -> v1::ImageInfo {
     info.used_by = in_use.get(&info.digest).cloned().unwrap_or_default();
     info.used_by.sort();
-    info
+    info.into()
 }

@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 use boxd_proto::v1;
 
 use crate::error::{Error, Result};
-use crate::registry::{BoxSpec, Mount, PortMapping};
+use crate::model::{BoxSpec, Mount, PortMapping};
 
 /// At most this many bytes of environment (names, values) in a box spec
 /// or an exec, and of command line in an exec: the kernel refuses an

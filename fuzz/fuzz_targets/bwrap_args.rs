@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use boxd::engine::namespace::options::{self, SECCOMP_FDS};
-use boxd::registry::{BoxSpec, Mount};
+use boxd::model::{BoxSpec, Mount};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 

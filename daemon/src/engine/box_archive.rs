@@ -8,7 +8,7 @@ use std::io::Read;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::registry::BoxSpec;
+use crate::model::BoxSpec;
 
 /// The archive format this boxd writes and reads.
 pub const FORMAT: u32 = 1;

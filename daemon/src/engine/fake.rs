@@ -17,8 +17,7 @@ use super::{
     Process, ProcessControl,
 };
 use crate::error::{Error, Result};
-use crate::registry::BoxRecord;
-use boxd_proto::v1;
+use crate::model::BoxRecord;
 
 /// How the fake's next operations fail or wait.
 #[derive(Debug, Default, Clone)]
@@ -228,13 +227,13 @@ impl Images for FakeEngine {
         &self,
         _reference: &str,
         _progress: crate::image::pull::Progress,
-    ) -> Result<v1::ImageInfo> {
+    ) -> Result<crate::model::ImageInfo> {
         Err(self.unsupported("images"))
     }
-    async fn list(&self) -> Result<Vec<v1::ImageInfo>> {
+    async fn list(&self) -> Result<Vec<crate::model::ImageInfo>> {
         Ok(Vec::new())
     }
-    async fn inspect(&self, _reference: &str) -> Result<v1::ImageInfo> {
+    async fn inspect(&self, _reference: &str) -> Result<crate::model::ImageInfo> {
         Err(self.unsupported("images"))
     }
     async fn remove(
@@ -242,17 +241,17 @@ impl Images for FakeEngine {
         _reference: &str,
         _in_use: &InUse,
         _force: bool,
-    ) -> Result<v1::RemoveImageResponse> {
+    ) -> Result<crate::model::RemovedImage> {
         Err(self.unsupported("images"))
     }
-    async fn prune(&self, _in_use: &InUse) -> Result<v1::PruneImagesResponse> {
-        Ok(v1::PruneImagesResponse::default())
+    async fn prune(&self, _in_use: &InUse) -> Result<crate::model::Pruned> {
+        Ok(crate::model::Pruned::default())
     }
     async fn import(
         &self,
         _path: &std::path::Path,
         _reference: Option<&str>,
-    ) -> Result<v1::ImageInfo> {
+    ) -> Result<crate::model::ImageInfo> {
         Err(self.unsupported("images"))
     }
 }

@@ -24,10 +24,8 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use boxd_proto::v1;
-
 use crate::error::Error;
-use crate::registry::{BoxRecord, PortMapping};
+use crate::model::{BoxRecord, PortMapping};
 
 /// The engine lines of `boxd doctor`: the microVM verdict, the BoxLite
 /// runtime files and their `mke2fs`.
@@ -309,21 +307,21 @@ pub trait Images: Send + Sync {
         &self,
         reference: &str,
         progress: crate::image::pull::Progress,
-    ) -> Result<v1::ImageInfo, Error>;
-    async fn list(&self) -> Result<Vec<v1::ImageInfo>, Error>;
-    async fn inspect(&self, reference: &str) -> Result<v1::ImageInfo, Error>;
+    ) -> Result<crate::model::ImageInfo, Error>;
+    async fn list(&self) -> Result<Vec<crate::model::ImageInfo>, Error>;
+    async fn inspect(&self, reference: &str) -> Result<crate::model::ImageInfo, Error>;
     async fn remove(
         &self,
         reference: &str,
         in_use: &InUse,
         force: bool,
-    ) -> Result<v1::RemoveImageResponse, Error>;
-    async fn prune(&self, in_use: &InUse) -> Result<v1::PruneImagesResponse, Error>;
+    ) -> Result<crate::model::RemovedImage, Error>;
+    async fn prune(&self, in_use: &InUse) -> Result<crate::model::Pruned, Error>;
     async fn import(
         &self,
         path: &std::path::Path,
         reference: Option<&str>,
-    ) -> Result<v1::ImageInfo, Error>;
+    ) -> Result<crate::model::ImageInfo, Error>;
 }
 
 #[async_trait]
@@ -431,10 +429,7 @@ pub trait Engine: Send + Sync + 'static {
 
     /// Reads the spec an archive holds (checked as a create's would be
     /// by the caller).
-    async fn archive_spec(
-        &self,
-        _path: &std::path::Path,
-    ) -> Result<crate::registry::BoxSpec, Error> {
+    async fn archive_spec(&self, _path: &std::path::Path) -> Result<crate::model::BoxSpec, Error> {
         Err(self.unsupported("importing boxes"))
     }
 

@@ -17,7 +17,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use boxd_proto::v1;
 use serde::{Deserialize, Serialize};
 
 use super::pull::{self, Blobs, Progress, Pulled};
@@ -149,16 +148,18 @@ impl LocalImages {
 
     /// Pulls `image` (always asking the registry what the reference names
     /// now), unpacks it, and describes it.
-    pub async fn pull(&self, image: &str, progress: Progress) -> Result<v1::ImageInfo, ImageError> {
+    pub async fn pull(
+        &self,
+        image: &str,
+        progress: Progress,
+    ) -> Result<crate::model::ImageInfo, ImageError> {
         let reference = pull::parse_reference(image)?;
         let name = reference.whole();
         let lock = self.pull_lock(&name);
         let _held = lock.lock().await;
         let pulled = pull::pull(&reference, &self.blobs, &progress).await?;
         let digest = self.record(&name, &pulled).await?;
-        progress
-            .send(v1::pull_image_event::Event::Unpacking(true))
-            .await;
+        progress.send(crate::model::PullEvent::Unpacking).await;
         let layout = self.layout(&digest).await?;
         let image = self.store.load_layout(&layout).await?;
         Ok(self.describe(&digest, Some(&image.config)).await)
@@ -236,12 +237,16 @@ impl LocalImages {
         Ok(dir)
     }
 
-    async fn describe(&self, digest: &str, config: Option<&ImageConfig>) -> v1::ImageInfo {
+    async fn describe(
+        &self,
+        digest: &str,
+        config: Option<&ImageConfig>,
+    ) -> crate::model::ImageInfo {
         let catalog = self.catalog.lock().await;
         describe(&catalog, digest, config)
     }
 
-    pub async fn list(&self) -> Vec<v1::ImageInfo> {
+    pub async fn list(&self) -> Vec<crate::model::ImageInfo> {
         let catalog = self.catalog.lock().await;
         catalog
             .images
@@ -264,7 +269,7 @@ impl LocalImages {
             .ok_or_else(|| ImageError::NotFound(format!("no image {what} here (boxctl image ls)")))
     }
 
-    pub async fn inspect(&self, what: &str) -> Result<v1::ImageInfo, ImageError> {
+    pub async fn inspect(&self, what: &str) -> Result<crate::model::ImageInfo, ImageError> {
         let digest = self.find(what).await?;
         let layout = self.layout(&digest).await?;
         let config = self.store.load_layout(&layout).await.ok().map(|i| i.config);
@@ -280,7 +285,7 @@ impl LocalImages {
         what: &str,
         in_use: &HashMap<String, Vec<String>>,
         force: bool,
-    ) -> Result<v1::RemoveImageResponse, ImageError> {
+    ) -> Result<crate::model::RemovedImage, ImageError> {
         let digest = self.find(what).await?;
         if let Some(boxes) = in_use.get(&digest).filter(|b| !b.is_empty() && !force) {
             return Err(ImageError::InUse(format!(
@@ -314,7 +319,7 @@ impl LocalImages {
         if !deleted.is_empty() {
             self.sweep(in_use).await?;
         }
-        Ok(v1::RemoveImageResponse { untagged, deleted })
+        Ok(crate::model::RemovedImage { untagged, deleted })
     }
 
     /// Deletes images nothing names and no box uses, then every blob,
@@ -322,7 +327,7 @@ impl LocalImages {
     pub async fn prune(
         &self,
         in_use: &HashMap<String, Vec<String>>,
-    ) -> Result<v1::PruneImagesResponse, ImageError> {
+    ) -> Result<crate::model::Pruned, ImageError> {
         let mut catalog = self.catalog.lock().await;
         let mut next = catalog.clone();
         let named: HashSet<String> = next.refs.values().cloned().collect();
@@ -342,7 +347,7 @@ impl LocalImages {
         deleted.extend(blobs);
         deleted.sort();
         deleted.dedup();
-        Ok(v1::PruneImagesResponse {
+        Ok(crate::model::Pruned {
             deleted,
             reclaimed_bytes: reclaimed,
         })
@@ -396,7 +401,7 @@ impl LocalImages {
         &self,
         path: &Path,
         reference: Option<&str>,
-    ) -> Result<v1::ImageInfo, ImageError> {
+    ) -> Result<crate::model::ImageInfo, ImageError> {
         let staging = tempfile::Builder::new()
             .prefix(".import-")
             .tempdir_in({
@@ -478,7 +483,11 @@ impl LocalImages {
     }
 }
 
-fn describe(catalog: &Catalog, digest: &str, config: Option<&ImageConfig>) -> v1::ImageInfo {
+fn describe(
+    catalog: &Catalog,
+    digest: &str,
+    config: Option<&ImageConfig>,
+) -> crate::model::ImageInfo {
     let entry = catalog.images.get(digest);
     let mut references: Vec<String> = catalog
         .refs
@@ -487,7 +496,7 @@ fn describe(catalog: &Catalog, digest: &str, config: Option<&ImageConfig>) -> v1
         .map(|(r, _)| r.clone())
         .collect();
     references.sort();
-    let mut info = v1::ImageInfo {
+    let mut info = crate::model::ImageInfo {
         references,
         digest: digest.to_owned(),
         ..Default::default()

@@ -15,7 +15,6 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use boxd_proto::v1;
 use futures::StreamExt;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
@@ -25,6 +24,8 @@ use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
 use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
+
+use crate::model::{PullEvent, PullLayer};
 
 use super::{
     ImageError, MAX_INDEX_DEPTH, MAX_JSON_BLOB, MEDIA_DOCKER_LIST, MEDIA_DOCKER_MANIFEST,
@@ -38,22 +39,22 @@ const PARALLEL_LAYERS: usize = 3;
 /// reports are dropped rather than slowing the pull when the receiver lags;
 /// the other events always arrive.
 #[derive(Clone, Default)]
-pub struct Progress(Option<mpsc::Sender<v1::PullImageEvent>>);
+pub struct Progress(Option<mpsc::Sender<PullEvent>>);
 
 impl Progress {
-    pub fn new(tx: mpsc::Sender<v1::PullImageEvent>) -> Progress {
+    pub fn new(tx: mpsc::Sender<PullEvent>) -> Progress {
         Progress(Some(tx))
     }
 
-    pub async fn send(&self, event: v1::pull_image_event::Event) {
+    pub async fn send(&self, event: PullEvent) {
         if let Some(tx) = &self.0 {
-            let _ = tx.send(v1::PullImageEvent { event: Some(event) }).await;
+            let _ = tx.send(event).await;
         }
     }
 
-    fn report(&self, event: v1::pull_image_event::Event) {
+    fn report(&self, event: PullEvent) {
         if let Some(tx) = &self.0 {
-            let _ = tx.try_send(v1::PullImageEvent { event: Some(event) });
+            let _ = tx.try_send(event);
         }
     }
 }
@@ -306,14 +307,13 @@ impl Tally {
             *l += n;
             (*done, *l)
         };
-        self.progress
-            .report(v1::pull_image_event::Event::Progress(v1::PullProgress {
-                layer_digest: desc.digest.clone(),
-                layer_done,
-                layer_size: desc.size.max(0) as u64,
-                done_bytes: done,
-                total_bytes: self.total,
-            }));
+        self.progress.report(PullEvent::Progress {
+            layer_digest: desc.digest.clone(),
+            layer_done,
+            layer_size: desc.size.max(0) as u64,
+            done_bytes: done,
+            total_bytes: self.total,
+        });
     }
 }
 
@@ -438,19 +438,19 @@ pub async fn pull(
         .map(|l| l.size.max(0) as u64)
         .sum();
     progress
-        .send(v1::pull_image_event::Event::Started(v1::PullStarted {
+        .send(PullEvent::Started {
             reference: reference.whole(),
             digest: digest.clone(),
             layers: layers
                 .iter()
-                .map(|l| v1::PullLayer {
+                .map(|l| PullLayer {
                     digest: l.digest.clone(),
                     size: l.size.max(0) as u64,
                     cached: blobs.has(&l.digest),
                 })
                 .collect(),
             total_bytes: total,
-        }))
+        })
         .await;
     let tally = Tally {
         progress: progress.clone(),
@@ -502,9 +502,7 @@ async fn download_layer(
     progress: &Progress,
 ) -> Result<(), ImageError> {
     blobs.download(client, reference, &layer, tally).await?;
-    progress
-        .send(v1::pull_image_event::Event::LayerDone(layer.digest))
-        .await;
+    progress.send(PullEvent::LayerDone(layer.digest)).await;
     Ok(())
 }
 

@@ -132,7 +132,7 @@ impl Service {
                 names.join(", ")
             ));
         }
-        let spec = self.spec_from_proto(super::spec_to_proto(&spec))?;
+        let spec = self.spec_from_proto(super::wire::box_spec(&spec))?;
         Ok((spec, warnings))
     }
 

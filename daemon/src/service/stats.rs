@@ -17,7 +17,8 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::{Service, Stream2};
 use crate::error::{Error, Result};
-use crate::registry::{self, BoxRecord, Registry};
+use crate::model::BoxRecord;
+use crate::registry::Registry;
 use crate::validate;
 
 /// Between samples when a stream asks for no interval.
@@ -91,7 +92,7 @@ impl Sampler {
             let all = self.registry.list().await;
             return Ok(all
                 .into_iter()
-                .filter(|r| r.state == registry::State::Running)
+                .filter(|r| r.state == crate::model::State::Running)
                 .collect());
         }
         let mut out = Vec::with_capacity(self.names.len());
@@ -143,7 +144,7 @@ impl Sampler {
                 disk_bytes,
                 net_rx_bytes: stats.net_rx_bytes,
                 net_tx_bytes: stats.net_tx_bytes,
-                at_ms: registry::now_ms(),
+                at_ms: crate::model::now_ms(),
             });
         }
         Ok(v1::BoxStatsResponse { boxes })

@@ -17,13 +17,14 @@ impl Images for BoxliteEngine {
         &self,
         reference: &str,
         progress: crate::image::pull::Progress,
-    ) -> Result<boxd_proto::v1::ImageInfo> {
-        use boxd_proto::v1::{PullStarted, pull_image_event::Event};
+    ) -> Result<crate::model::ImageInfo> {
         progress
-            .send(Event::Started(PullStarted {
+            .send(crate::model::PullEvent::Started {
                 reference: reference.to_owned(),
-                ..Default::default()
-            }))
+                digest: String::new(),
+                layers: Vec::new(),
+                total_bytes: 0,
+            })
             .await;
         let images = self
             .runtime
@@ -33,7 +34,7 @@ impl Images for BoxliteEngine {
             .pull(reference)
             .await
             .map_err(|e| pull_error(reference, e))?;
-        Ok(boxd_proto::v1::ImageInfo {
+        Ok(crate::model::ImageInfo {
             references: vec![image.reference().to_owned()],
             digest: image.manifest_digest().to_owned(),
             repo_digest: image.manifest_digest().to_owned(),
@@ -43,7 +44,7 @@ impl Images for BoxliteEngine {
         })
     }
 
-    async fn list(&self) -> Result<Vec<boxd_proto::v1::ImageInfo>> {
+    async fn list(&self) -> Result<Vec<crate::model::ImageInfo>> {
         let images = self
             .runtime
             .images()
@@ -54,7 +55,7 @@ impl Images for BoxliteEngine {
             .map_err(|e| map_err("list BoxLite images", e))?;
         Ok(list
             .into_iter()
-            .map(|i| boxd_proto::v1::ImageInfo {
+            .map(|i| crate::model::ImageInfo {
                 references: vec![i.reference],
                 digest: i.id.clone(),
                 repo_digest: i.id,
@@ -65,7 +66,7 @@ impl Images for BoxliteEngine {
             .collect())
     }
 
-    async fn inspect(&self, reference: &str) -> Result<boxd_proto::v1::ImageInfo> {
+    async fn inspect(&self, reference: &str) -> Result<crate::model::ImageInfo> {
         Images::list(self)
             .await?
             .into_iter()
@@ -78,7 +79,7 @@ impl Images for BoxliteEngine {
         reference: &str,
         in_use: &InUse,
         force: bool,
-    ) -> Result<boxd_proto::v1::RemoveImageResponse> {
+    ) -> Result<crate::model::RemovedImage> {
         let info = Images::inspect(self, reference).await?;
         if let Some(boxes) = in_use.get(&info.digest).filter(|b| !b.is_empty() && !force) {
             return Err(Error::FailedPrecondition(format!(
@@ -98,13 +99,13 @@ impl Images for BoxliteEngine {
             .remove(name)
             .await
             .map_err(|e| map_err("remove a BoxLite image", e))?;
-        Ok(boxd_proto::v1::RemoveImageResponse {
+        Ok(crate::model::RemovedImage {
             untagged: info.references,
             deleted: vec![info.digest],
         })
     }
 
-    async fn prune(&self, _in_use: &InUse) -> Result<boxd_proto::v1::PruneImagesResponse> {
+    async fn prune(&self, _in_use: &InUse) -> Result<crate::model::Pruned> {
         Err(Error::Unimplemented(
             "BoxLite keeps layers itself; prune is not offered on the BoxLite engine".into(),
         ))
@@ -114,7 +115,7 @@ impl Images for BoxliteEngine {
         &self,
         _path: &Path,
         _reference: Option<&str>,
-    ) -> Result<boxd_proto::v1::ImageInfo> {
+    ) -> Result<crate::model::ImageInfo> {
         Err(Error::Unimplemented(
             "import is not offered on the BoxLite engine: give the layout directory to `create --image` instead".into(),
         ))

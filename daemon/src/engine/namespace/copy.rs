@@ -54,7 +54,7 @@ fn spec(builtin: Builtin) -> RunSpec {
             builtin: Some(builtin),
             ..Default::default()
         },
-        started_at_ms: crate::registry::now_ms(),
+        started_at_ms: crate::model::now_ms(),
     }
 }
 

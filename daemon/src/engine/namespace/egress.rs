@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 
 use crate::error::{Error, Result};
-use crate::registry::BoxSpec;
+use crate::model::BoxSpec;
 
 /// Where the proxy listens inside every box (squid's port).
 pub const PROXY_PORT: u16 = 3128;

@@ -57,7 +57,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::image::local::LocalImages;
 use crate::image::{ImageConfig, Owners, Ownership};
-use crate::registry::BoxRecord;
+use crate::model::BoxRecord;
 use boot::{Plan, Root};
 use idmap::IdMap;
 use supervisor::Supervisor;
@@ -549,7 +549,7 @@ impl Engine for NamespaceEngine {
         Ok(())
     }
 
-    fn published(&self, record: &BoxRecord) -> Vec<crate::registry::PortMapping> {
+    fn published(&self, record: &BoxRecord) -> Vec<crate::model::PortMapping> {
         self.running
             .lock()
             .expect("sandbox table")
@@ -634,7 +634,7 @@ impl Engine for NamespaceEngine {
                 working_dir,
                 ..spec
             },
-            started_at_ms: crate::registry::now_ms(),
+            started_at_ms: crate::model::now_ms(),
         })
         .await
     }
@@ -695,7 +695,7 @@ impl Engine for NamespaceEngine {
         self.export_impl(record, path).await
     }
 
-    async fn archive_spec(&self, path: &Path) -> Result<crate::registry::BoxSpec> {
+    async fn archive_spec(&self, path: &Path) -> Result<crate::model::BoxSpec> {
         let path = path.to_path_buf();
         let manifest = tokio::task::spawn_blocking(move || archive::read_manifest(&path))
             .await
@@ -739,7 +739,7 @@ impl Engine for NamespaceEngine {
 pub const DEFAULT_PIDS: u64 = 4096;
 
 /// What a box may use: its spec's memory and cpus, and [`DEFAULT_PIDS`].
-fn box_limits(spec: &crate::registry::BoxSpec) -> cgroup::Limits {
+fn box_limits(spec: &crate::model::BoxSpec) -> cgroup::Limits {
     cgroup::Limits {
         pids: Some(DEFAULT_PIDS),
         memory_bytes: spec.memory_mib.map(|m| u64::from(m) << 20),
@@ -1117,15 +1117,15 @@ impl Images for NamespaceEngine {
         &self,
         reference: &str,
         progress: crate::image::pull::Progress,
-    ) -> Result<boxd_proto::v1::ImageInfo> {
+    ) -> Result<crate::model::ImageInfo> {
         Ok(self.images.pull(reference, progress).await?)
     }
 
-    async fn list(&self) -> Result<Vec<boxd_proto::v1::ImageInfo>> {
+    async fn list(&self) -> Result<Vec<crate::model::ImageInfo>> {
         Ok(self.images.list().await)
     }
 
-    async fn inspect(&self, reference: &str) -> Result<boxd_proto::v1::ImageInfo> {
+    async fn inspect(&self, reference: &str) -> Result<crate::model::ImageInfo> {
         Ok(self.images.inspect(reference).await?)
     }
 
@@ -1134,11 +1134,11 @@ impl Images for NamespaceEngine {
         reference: &str,
         in_use: &InUse,
         force: bool,
-    ) -> Result<boxd_proto::v1::RemoveImageResponse> {
+    ) -> Result<crate::model::RemovedImage> {
         Ok(self.images.remove(reference, in_use, force).await?)
     }
 
-    async fn prune(&self, in_use: &InUse) -> Result<boxd_proto::v1::PruneImagesResponse> {
+    async fn prune(&self, in_use: &InUse) -> Result<crate::model::Pruned> {
         Ok(self.images.prune(in_use).await?)
     }
 
@@ -1146,7 +1146,7 @@ impl Images for NamespaceEngine {
         &self,
         path: &Path,
         reference: Option<&str>,
-    ) -> Result<boxd_proto::v1::ImageInfo> {
+    ) -> Result<crate::model::ImageInfo> {
         Ok(self.images.import(path, reference).await?)
     }
 }

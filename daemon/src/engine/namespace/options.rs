@@ -18,7 +18,7 @@ use std::path::{Component, Path, PathBuf};
 
 use super::boot::PlannedMount;
 use crate::error::{Error, Result};
-use crate::registry::BoxSpec;
+use crate::model::BoxSpec;
 
 /// Where the init's memfd, bwrap's info pipe and the seccomp programs sit
 /// in the bwrap process.
@@ -203,7 +203,7 @@ mod tests {
     #[test]
     fn plans_add_the_hosts_file_read_only() {
         let spec = BoxSpec {
-            mounts: vec![crate::registry::Mount {
+            mounts: vec![crate::model::Mount {
                 host_path: "/srv/p".into(),
                 guest_path: "/workspace".into(),
                 read_only: false,

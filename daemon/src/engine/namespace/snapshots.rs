@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::{NamespaceEngine, disk_image, rootfs, upper, work};
 use crate::engine::{Created, Snapshot};
 use crate::error::{Error, Result};
-use crate::registry::BoxRecord;
+use crate::model::BoxRecord;
 
 /// Which of its own files a box has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,7 +132,7 @@ impl NamespaceEngine {
             let size_bytes = self.measure(tmp.clone()).await.unwrap_or(0);
             let meta = Meta {
                 name: name.to_owned(),
-                created_at_ms: crate::registry::now_ms(),
+                created_at_ms: crate::model::now_ms(),
                 size_bytes,
                 layout,
             };

@@ -44,7 +44,7 @@ use crate::engine::box_archive::{self, FORMAT, MANIFEST, bad, secret_free};
 use crate::error::{Error, Result};
 use crate::image::Owners;
 use crate::image::files::{Refused, open_followed};
-use crate::registry::{BoxRecord, BoxSpec};
+use crate::model::{BoxRecord, BoxSpec};
 
 const FILES: &str = "files";
 /// PAX record prefix of an extended attribute (overlay ones named
@@ -354,7 +354,7 @@ mod tests {
             image_digest: "sha256:1".into(),
             created_at_ms: 0,
             started_at_ms: 0,
-            state: crate::registry::State::Created,
+            state: crate::model::State::Created,
             error: String::new(),
             dir: PathBuf::new(),
         };

@@ -246,7 +246,7 @@ pub(super) fn write_archive(
     h.set_entry_type(tar::EntryType::Regular);
     h.set_mode(0o600);
     h.set_size(text.len() as u64);
-    h.set_mtime((crate::registry::now_ms() / 1000).max(0) as u64);
+    h.set_mtime((crate::model::now_ms() / 1000).max(0) as u64);
     let io_err = |e: io::Error| Error::io("write the box archive", e);
     ex.tar
         .append_data(&mut h, MANIFEST, text.as_slice())

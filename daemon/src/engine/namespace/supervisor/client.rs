@@ -31,7 +31,7 @@ pub struct Supervisor {
     pub init: i32,
     pub cgroup: super::super::cgroup::BoxCgroup,
     /// The ports it publishes (actual host ports).
-    pub ports: Vec<crate::registry::PortMapping>,
+    pub ports: Vec<crate::model::PortMapping>,
     /// Each exec's exit, as pushed on the watch connection.
     exits: Arc<Mutex<HashMap<String, watch::Sender<Option<ExitStatus>>>>>,
     /// Why the box ended, once it has (or its supervisor went away).

@@ -19,7 +19,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::registry::PortMapping;
+use crate::model::PortMapping;
 
 /// At most this many connections relayed at once per box (all its ports);
 /// more wait in the listeners' backlog. With two [`BUFFER`]s each, at most

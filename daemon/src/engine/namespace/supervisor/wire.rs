@@ -51,7 +51,7 @@ pub struct Start {
     pub egress: Option<Egress>,
     /// The ports to publish (host port 0: any free one).
     #[serde(default)]
-    pub ports: Vec<crate::registry::PortMapping>,
+    pub ports: Vec<crate::model::PortMapping>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -135,7 +135,7 @@ pub enum Reply {
         execs: Vec<ExecInfo>,
         /// The ports it publishes now (actual host ports).
         #[serde(default)]
-        ports: Vec<crate::registry::PortMapping>,
+        ports: Vec<crate::model::PortMapping>,
     },
     /// A subscription follows, from `start`.
     Subscribed {
