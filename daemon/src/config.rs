@@ -16,8 +16,7 @@ use serde::{Deserialize, Serialize};
 pub struct File {
     pub socket: Option<PathBuf>,
     pub home: Option<PathBuf>,
-    /// `auto`, `namespace` or `boxlite`.
-    pub engine: Option<String>,
+    pub engine: Option<EngineChoice>,
     /// Exit after this many seconds with no client and no running box
     /// (0: never).
     pub idle_exit: Option<u64>,
@@ -27,6 +26,19 @@ pub struct File {
     /// The most bytes one image may unpack to: a number of bytes, or a
     /// string such as `"32G"` (0: no limit).
     pub max_image_size: Option<Size>,
+}
+
+/// Which engine runs boxes: one type from the flag, the environment and
+/// the file on (an unknown word is refused where it is read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineChoice {
+    /// The best engine this host can run.
+    Auto,
+    /// Linux namespaces under bubblewrap.
+    Namespace,
+    /// BoxLite microVMs.
+    Boxlite,
 }
 
 /// A size in the file: a number of bytes, or a string with a binary unit
@@ -102,7 +114,7 @@ pub const DEFAULT_MAX_BOXES: usize = 1000;
 pub struct Settings {
     pub socket: PathBuf,
     pub home: PathBuf,
-    pub engine: String,
+    pub engine: EngineChoice,
     pub idle_exit: u64,
     pub max_boxes: usize,
     /// Bytes; 0: no limit.
@@ -130,14 +142,6 @@ pub fn load(explicit: Option<&Path>) -> Result<(File, Option<PathBuf>), String> 
         .map_err(|e| format!("cannot read the configuration {}: {e}", path.display()))?;
     let file: File = toml::from_str(&text)
         .map_err(|e| format!("invalid configuration {}: {e}", path.display()))?;
-    if let Some(engine) = &file.engine
-        && !matches!(engine.as_str(), "auto" | "namespace" | "boxlite")
-    {
-        return Err(format!(
-            "invalid configuration {}: engine must be auto, namespace or boxlite, not {engine:?}",
-            path.display()
-        ));
-    }
     Ok((file, Some(path)))
 }
 
@@ -162,14 +166,18 @@ mod tests {
         .unwrap();
         let (file, from) = load(Some(&f)).unwrap();
         assert_eq!(from.as_deref(), Some(f.as_path()));
-        assert_eq!(file.engine.as_deref(), Some("namespace"));
+        assert_eq!(file.engine, Some(EngineChoice::Namespace));
         assert_eq!(file.idle_exit, Some(300));
         assert_eq!(file.home, Some(PathBuf::from("/var/tmp/h")));
 
         std::fs::write(&f, "idle_exit = 3\n").unwrap();
         assert!(load(Some(&f)).unwrap_err().contains("unknown field"));
         std::fs::write(&f, "engine = \"vm\"\n").unwrap();
-        assert!(load(Some(&f)).unwrap_err().contains("engine must be"));
+        let err = load(Some(&f)).unwrap_err();
+        assert!(
+            err.contains("unknown variant `vm`, expected one of `auto`, `namespace`, `boxlite`"),
+            "{err}"
+        );
         std::fs::write(&f, "engine = [\n").unwrap();
         assert!(
             load(Some(&f))

@@ -12,7 +12,8 @@ use std::time::Duration;
 use boxd_proto::paths::Paths;
 use boxd_proto::tonic::{service::interceptor::InterceptedService, transport::Server};
 use boxd_proto::v1::boxd_server::BoxdServer;
-use clap::{Parser, ValueEnum};
+use boxd::config::EngineChoice;
+use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
 use boxd::engine::Engine;
@@ -65,10 +66,7 @@ fn settings(cli: &Cli) -> Result<config::Settings, String> {
         cli.home.clone().or(file.home),
     )
     .map_err(|e| e.to_string())?;
-    let engine = match cli.engine {
-        Some(e) => e.as_str().to_owned(),
-        None => file.engine.unwrap_or_else(|| "auto".into()),
-    };
+    let engine = cli.engine.or(file.engine).unwrap_or(EngineChoice::Auto);
     Ok(config::Settings {
         socket: paths.socket,
         home: paths.home,
@@ -93,34 +91,6 @@ enum Sub {
         #[arg(long)]
         json: bool,
     },
-}
-
-impl EngineChoice {
-    fn as_str(self) -> &'static str {
-        match self {
-            EngineChoice::Auto => "auto",
-            EngineChoice::Namespace => "namespace",
-            EngineChoice::Boxlite => "boxlite",
-        }
-    }
-
-    fn parse(s: &str) -> EngineChoice {
-        match s {
-            "namespace" => EngineChoice::Namespace,
-            "boxlite" => EngineChoice::Boxlite,
-            _ => EngineChoice::Auto,
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum EngineChoice {
-    /// The best engine this host can run.
-    Auto,
-    /// Linux namespaces under bubblewrap.
-    Namespace,
-    /// BoxLite microVMs.
-    Boxlite,
 }
 
 fn main() -> ExitCode {
@@ -222,7 +192,7 @@ async fn run(
         max_size: settings.max_image_size,
         cancel: shutdown.child_token(),
     };
-    let engine = select_engine(EngineChoice::parse(&settings.engine), &paths, limits).await?;
+    let engine = select_engine(settings.engine, &paths, limits).await?;
     let info = engine.info();
     tracing::info!(engine = info.name, version = %info.version, isolation = info.isolation.as_str(), "engine ready");
     let registry = Arc::new(
