@@ -39,7 +39,7 @@ use crate::engine::exec::{Acks, ExecHandle, Subscription};
 use crate::engine::{Adopted, ExecSpec, ExitStatus};
 use crate::error::{Error, Result};
 use crate::exec_log::{self, Offsets, Stream};
-use crate::model::now_ms;
+use crate::model::{ExecRequest, now_ms};
 use crate::registry::Registry;
 use crate::validate;
 
@@ -231,7 +231,7 @@ impl Session {
                 self.id
             )));
         }
-        let (rows, cols) = tty_size(rows, cols)?;
+        let (rows, cols) = validate::tty_size(rows, cols)?;
         self.handle.resize(rows, cols).await
     }
 
@@ -267,15 +267,6 @@ async fn write_stdin(
 
 fn stdin_gone() -> Error {
     Error::FailedPrecondition("the command no longer reads stdin".into())
-}
-
-pub fn tty_size(rows: u32, cols: u32) -> Result<(u16, u16)> {
-    match (u16::try_from(rows), u16::try_from(cols)) {
-        (Ok(r), Ok(c)) if r > 0 && c > 0 => Ok((r, c)),
-        _ => Err(Error::InvalidArgument(format!(
-            "invalid TTY size {rows}x{cols}"
-        ))),
-    }
 }
 
 struct Meta {
@@ -365,29 +356,23 @@ impl Execs {
     }
 
     /// Starts a command; `sub` receives `started`, the output and the exit.
-    pub async fn start(self: &Arc<Self>, req: v1::ExecStart, sub: Subscriber) -> Result<Attached> {
+    pub async fn start(self: &Arc<Self>, req: ExecRequest, sub: Subscriber) -> Result<Attached> {
         let begin = Instant::now();
-        validate::exec_start(&req)?;
         let record = self.registry.running(&req.box_name).await?;
         let mut env: Vec<(String, String)> = record.spec.env.clone().into_iter().collect();
         for (k, v) in &req.env {
             env.retain(|(key, _)| key != k);
             env.push((k.clone(), v.clone()));
         }
-        let working_dir = match req.working_dir.as_str() {
-            "" => record.spec.working_dir.clone().unwrap_or_default(),
-            dir => validate::guest_path("working directory", dir)?,
-        };
-        if req.tty && !env.iter().any(|(k, _)| k == "TERM") {
+        let working_dir = req
+            .working_dir
+            .or_else(|| record.spec.working_dir.clone())
+            .unwrap_or_default();
+        if req.tty.is_some() && !env.iter().any(|(k, _)| k == "TERM") {
             // Full-screen programs (vim, less, htop) need one.
             env.push(("TERM".into(), DEFAULT_TERM.into()));
         }
-        let tty = if req.tty {
-            let size = req.tty_size.unwrap_or(v1::TtySize { rows: 24, cols: 80 });
-            Some(tty_size(size.rows, size.cols)?)
-        } else {
-            None
-        };
+        let tty = req.tty;
         let id = new_exec_id();
         let spec = ExecSpec {
             id: id.clone(),
@@ -416,9 +401,8 @@ impl Execs {
         // client learns the id before any output.
         self.insert(session.clone());
         tracing::debug!(exec_id = %id, box_name = %session.box_name, launch_ms, "exec started");
-        if req.timeout_ms > 0 {
+        if let Some(limit) = req.timeout {
             let s = session.clone();
-            let limit = Duration::from_millis(req.timeout_ms);
             tokio::spawn(async move {
                 if tokio::time::timeout(limit, s.wait_done()).await.is_err() {
                     s.timed_out.store(true, Ordering::SeqCst);
@@ -667,8 +651,8 @@ mod tests {
         (dir, engine, Execs::new(Arc::new(registry)))
     }
 
-    fn request(detach: bool) -> v1::ExecStart {
-        v1::ExecStart {
+    fn request(detach: bool) -> ExecRequest {
+        ExecRequest {
             box_name: "b".into(),
             command: "cmd".into(),
             stdin: true,

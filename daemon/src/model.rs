@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -140,6 +140,28 @@ pub struct BoxRecord {
     /// The box's own directory (`HOME/boxes/ID`); not persisted.
     #[serde(skip)]
     pub dir: PathBuf,
+}
+
+/// A command to run in a box, as a client asked for it (validated: see
+/// `validate::exec_start`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecRequest {
+    pub box_name: String,
+    pub command: String,
+    pub args: Vec<String>,
+    /// Over the box's own environment.
+    pub env: BTreeMap<String, String>,
+    /// Normalized; `None`: the box's.
+    pub working_dir: Option<String>,
+    /// Killed after this long.
+    pub timeout: Option<Duration>,
+    pub stdin: bool,
+    /// A TTY of this size (rows, columns).
+    pub tty: Option<(u16, u16)>,
+    /// Runs on when its clients go.
+    pub detach: bool,
+    /// The client acknowledges output and may reattach from an offset.
+    pub resumable: bool,
 }
 
 /// A change of a box's state, as `WatchBoxes` reports it.

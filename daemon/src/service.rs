@@ -107,7 +107,7 @@ impl Service {
         let (tx, rx) = mpsc::channel(16);
         let tx_for_errors = tx.clone();
         let attached = match first {
-            Msg::Start(start) => self.execs.start(start, tx).await?,
+            Msg::Start(start) => self.execs.start(validate::exec_start(start)?, tx).await?,
             Msg::Attach(a) => self.execs.attach(a, tx).await?,
             _ => {
                 return Err(Status::invalid_argument(

@@ -1,12 +1,14 @@
-//! Checks on everything a client sends, before anything acts on it.
+//! Checks on everything a client sends, before anything acts on it: each
+//! request becomes the model ([`crate::model`]) here, parsed once.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
 
 use boxd_proto::v1;
 
 use crate::error::{Error, Result};
-use crate::model::{BoxSpec, Mount, PortMapping};
+use crate::model::{BoxSpec, ExecRequest, Mount, PortMapping};
 
 /// At most this many bytes of environment (names, values) in a box spec
 /// or an exec, and of command line in an exec: the kernel refuses an
@@ -241,8 +243,9 @@ fn secrets(
     Ok(out)
 }
 
-/// Everything in an exec request that does not depend on the box.
-pub fn exec_start(req: &v1::ExecStart) -> Result<()> {
+/// An exec request parsed into the model: everything in it that does not
+/// depend on the box is checked here, once.
+pub fn exec_start(req: v1::ExecStart) -> Result<ExecRequest> {
     box_name(&req.box_name)?;
     command(&req.command, &req.args)?;
     let argv: usize = req.command.len() + req.args.iter().map(|a| a.len() + 1).sum::<usize>();
@@ -255,10 +258,38 @@ pub fn exec_start(req: &v1::ExecStart) -> Result<()> {
     for (k, v) in &req.env {
         env_var(k, v)?;
     }
-    if !req.working_dir.is_empty() {
-        guest_path("working directory", &req.working_dir)?;
+    let working_dir = match req.working_dir.as_str() {
+        "" => None,
+        dir => Some(guest_path("working directory", dir)?),
+    };
+    let tty = if req.tty {
+        let size = req.tty_size.unwrap_or(v1::TtySize { rows: 24, cols: 80 });
+        Some(tty_size(size.rows, size.cols)?)
+    } else {
+        None
+    };
+    Ok(ExecRequest {
+        box_name: req.box_name,
+        command: req.command,
+        args: req.args,
+        env: req.env.into_iter().collect(),
+        working_dir,
+        timeout: (req.timeout_ms > 0).then(|| Duration::from_millis(req.timeout_ms)),
+        stdin: req.stdin,
+        tty,
+        detach: req.detach,
+        resumable: req.resumable,
+    })
+}
+
+/// A TTY's size: rows and columns, each 1 to 65535.
+pub fn tty_size(rows: u32, cols: u32) -> Result<(u16, u16)> {
+    match (u16::try_from(rows), u16::try_from(cols)) {
+        (Ok(r), Ok(c)) if r > 0 && c > 0 => Ok((r, c)),
+        _ => Err(Error::InvalidArgument(format!(
+            "invalid TTY size {rows}x{cols}"
+        ))),
     }
-    Ok(())
 }
 
 fn env_size<'a>(env: impl Iterator<Item = (&'a String, &'a String)>) -> Result<()> {

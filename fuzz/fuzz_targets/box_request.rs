@@ -128,9 +128,12 @@ fn check(u: &mut Unstructured) -> Result<()> {
         working_dir: path(u)?,
         ..Default::default()
     };
-    if validate::exec_start(&exec).is_ok() {
+    if let Ok(exec) = validate::exec_start(exec) {
         assert!(!exec.command.is_empty() && !exec.command.contains('\0'));
         assert!(exec.args.iter().all(|a| !a.contains('\0')));
+        if let Some(w) = &exec.working_dir {
+            assert!(w.starts_with('/') && !w.contains("/../"));
+        }
     }
     let _ = validate::signal(u.arbitrary()?);
     let _ = validate::image_reference(u.arbitrary()?);
