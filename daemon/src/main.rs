@@ -9,10 +9,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use boxd::config::EngineChoice;
 use boxd_proto::paths::Paths;
 use boxd_proto::tonic::{service::interceptor::InterceptedService, transport::Server};
 use boxd_proto::v1::boxd_server::BoxdServer;
-use boxd::config::EngineChoice;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 

@@ -691,3 +691,23 @@ pub async fn client_over(stream: std::os::unix::net::UnixStream) -> Client {
         .expect("a channel over the stream");
     v1::boxd_client::BoxdClient::new(channel)
 }
+
+/// Runs a command (a client) that must succeed; its output.
+pub fn ok(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd.output().expect("run the command");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs a client command that must be refused (exit 1, nothing on
+/// stdout); its stderr.
+pub fn fails(cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().expect("run the command");
+    assert_eq!(out.status.code(), Some(1), "{cmd:?} should fail with 1");
+    assert!(out.stdout.is_empty(), "{cmd:?}: stdout {:?}", out.stdout);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

@@ -1,19 +1,9 @@
 //! End-to-end behaviour through the `boxctl` binary.
 
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use boxd_tests::*;
-
-fn ok(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("run boxctl");
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 #[test]
 fn lifecycle_through_boxctl() {

@@ -3,28 +3,10 @@
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 
 use boxd_client::copy::{self, Dest, Source};
 use boxd_tests::*;
-
-fn ok(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("run boxctl");
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// Runs a failing `boxctl`; returns its stderr.
-fn fails(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run boxctl");
-    assert_eq!(out.status.code(), Some(1), "{cmd:?} should fail with 1");
-    assert!(out.stdout.is_empty(), "{cmd:?}: stdout {:?}", out.stdout);
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 fn mode(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).unwrap().mode() & 0o7777

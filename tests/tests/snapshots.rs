@@ -2,26 +2,10 @@
 //! library, on real boxes.
 
 use std::io::{Read, Write};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use boxd_client::{Client, tonic::Code, v1};
 use boxd_tests::*;
-
-fn ok(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("run boxctl");
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn fails(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run boxctl");
-    assert_eq!(out.status.code(), Some(1), "{cmd:?} should be refused");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 fn stdout(out: Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
