@@ -389,7 +389,7 @@ impl Execs {
         let launch_ms = begin.elapsed().as_millis() as u64;
         let meta = Meta {
             id: id.clone(),
-            box_name: req.box_name.clone(),
+            box_name: req.box_name.to_string(),
             command: req.command,
             args: req.args,
             started_at_ms: now_ms(),
@@ -632,6 +632,10 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
+
+    fn name(s: &str) -> crate::model::BoxName {
+        crate::validate::box_name(s).unwrap()
+    }
     use crate::engine::fake::FakeEngine;
     use crate::model::BoxSpec;
 
@@ -646,18 +650,23 @@ mod tests {
             image: "/images/fake".into(),
             ..BoxSpec::default()
         };
-        registry.create("b", spec).await.unwrap();
-        registry.start("b").await.unwrap();
+        registry.create(&name("b"), spec).await.unwrap();
+        registry.start(&name("b")).await.unwrap();
         (dir, engine, Execs::new(Arc::new(registry)))
     }
 
     fn request(detach: bool) -> ExecRequest {
         ExecRequest {
-            box_name: "b".into(),
+            box_name: name("b"),
             command: "cmd".into(),
+            args: Vec::new(),
+            env: Default::default(),
+            working_dir: None,
+            timeout: None,
             stdin: true,
+            tty: None,
             detach,
-            ..Default::default()
+            resumable: false,
         }
     }
 

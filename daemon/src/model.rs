@@ -142,11 +142,40 @@ pub struct BoxRecord {
     pub dir: PathBuf,
 }
 
+/// A box's name as `validate::box_name` accepted it: the registry takes
+/// nothing else, so no unchecked name reaches a path, a lock or a log.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BoxName(String);
+
+impl BoxName {
+    /// For `validate::box_name` only, which holds the rule.
+    pub(crate) fn checked(name: String) -> BoxName {
+        BoxName(name)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for BoxName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for BoxName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A command to run in a box, as a client asked for it (validated: see
 /// `validate::exec_start`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecRequest {
-    pub box_name: String,
+    pub box_name: BoxName,
     pub command: String,
     pub args: Vec<String>,
     /// Over the box's own environment.

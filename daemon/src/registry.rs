@@ -18,7 +18,7 @@ use tokio::sync::broadcast;
 use crate::engine::{Engine, Snapshot};
 use crate::error::{Error, Result};
 // The BoxLite engine's files still name the model through the registry.
-use crate::model::{BoxEvent, now_ms};
+use crate::model::{BoxEvent, BoxName, now_ms};
 pub use crate::model::{BoxRecord, BoxSpec, Mount, PortMapping, State};
 
 /// One box, behind the lock that serializes its lifecycle.
@@ -178,11 +178,11 @@ impl Registry {
     }
 
     /// Get-or-create by name.
-    pub async fn create(&self, name: &str, spec: BoxSpec) -> Result<CreateOutcome> {
+    pub async fn create(&self, name: &BoxName, spec: BoxSpec) -> Result<CreateOutcome> {
         loop {
             let (slot, fresh) = {
                 let mut boxes = self.boxes.lock().expect("registry lock");
-                match boxes.get(name) {
+                match boxes.get(name.as_str()) {
                     Some(slot) => (slot.clone(), None),
                     None => {
                         let (slot, guard) = self.reserve(&mut boxes, name, spec.clone())?;
@@ -305,7 +305,7 @@ impl Registry {
 
     /// A new box `name` with `source`'s spec and a copy of its files
     /// (`source` may run; it stays locked while it is copied).
-    pub async fn clone_box(&self, source: &str, name: &str) -> Result<CreateOutcome> {
+    pub async fn clone_box(&self, source: &BoxName, name: &BoxName) -> Result<CreateOutcome> {
         let src = self.lock(source).await?;
         self.create_only(name, src.spec.clone(), Make::Clone(&src))
             .await
@@ -315,7 +315,7 @@ impl Registry {
     /// archive's, as the caller checked it).
     pub async fn import(
         &self,
-        name: &str,
+        name: &BoxName,
         spec: BoxSpec,
         path: &std::path::Path,
     ) -> Result<CreateOutcome> {
@@ -323,23 +323,23 @@ impl Registry {
     }
 
     /// Writes box `name` as an archive at `path`; returns its size.
-    pub async fn export(&self, name: &str, path: &std::path::Path) -> Result<u64> {
+    pub async fn export(&self, name: &BoxName, path: &std::path::Path) -> Result<u64> {
         let guard = self.lock(name).await?;
         self.engine.export(&guard, path).await
     }
 
-    pub async fn snapshot_create(&self, name: &str, snapshot: &str) -> Result<Snapshot> {
+    pub async fn snapshot_create(&self, name: &BoxName, snapshot: &str) -> Result<Snapshot> {
         let guard = self.lock(name).await?;
         self.engine.snapshot_create(&guard, snapshot).await
     }
 
-    pub async fn snapshot_list(&self, name: &str) -> Result<Vec<Snapshot>> {
+    pub async fn snapshot_list(&self, name: &BoxName) -> Result<Vec<Snapshot>> {
         let guard = self.lock(name).await?;
         self.engine.snapshot_list(&guard).await
     }
 
     /// Puts a stopped box's files back as the snapshot holds them.
-    pub async fn snapshot_restore(&self, name: &str, snapshot: &str) -> Result<BoxRecord> {
+    pub async fn snapshot_restore(&self, name: &BoxName, snapshot: &str) -> Result<BoxRecord> {
         let guard = self.lock(name).await?;
         if matches!(
             guard.state,
@@ -354,13 +354,13 @@ impl Registry {
         Ok(guard.clone())
     }
 
-    pub async fn snapshot_remove(&self, name: &str, snapshot: &str) -> Result<()> {
+    pub async fn snapshot_remove(&self, name: &BoxName, snapshot: &str) -> Result<()> {
         let guard = self.lock(name).await?;
         self.engine.snapshot_remove(&guard, snapshot).await
     }
 
     /// Starts a box; a running box is a no-op with boot time 0.
-    pub async fn start(&self, name: &str) -> Result<(BoxRecord, u64)> {
+    pub async fn start(&self, name: &BoxName) -> Result<(BoxRecord, u64)> {
         let mut guard = self.lock(name).await?;
         if guard.state == State::Running {
             return Ok((guard.clone(), 0));
@@ -400,7 +400,7 @@ impl Registry {
     }
 
     /// Stops a box; a box that is not running is left as it is.
-    pub async fn stop(&self, name: &str, force: bool) -> Result<BoxRecord> {
+    pub async fn stop(&self, name: &BoxName, force: bool) -> Result<BoxRecord> {
         let mut guard = self.lock(name).await?;
         self.stop_locked(&mut guard, force).await?;
         Ok(guard.clone())
@@ -421,7 +421,7 @@ impl Registry {
     }
 
     /// Removes a box and its files; a running box needs `force`.
-    pub async fn remove(&self, name: &str, force: bool) -> Result<BoxRecord> {
+    pub async fn remove(&self, name: &BoxName, force: bool) -> Result<BoxRecord> {
         let mut guard = self.lock(name).await?;
         if matches!(guard.state, State::Running | State::Starting) {
             if !force {
@@ -433,19 +433,22 @@ impl Registry {
         }
         self.engine.remove(&guard).await?;
         guard.state = State::Removed;
-        self.boxes.lock().expect("registry lock").remove(name);
+        self.boxes
+            .lock()
+            .expect("registry lock")
+            .remove(name.as_str());
         self.emit(&guard, 0, "");
         Ok(guard.clone())
     }
 
     /// A snapshot of one box, waiting for any lifecycle operation on it.
-    pub async fn get(&self, name: &str) -> Result<BoxRecord> {
+    pub async fn get(&self, name: &BoxName) -> Result<BoxRecord> {
         Ok(self.lock(name).await?.clone())
     }
 
     /// The box, if it is running; for exec. Does not wait behind a slow
     /// lifecycle operation on another box.
-    pub async fn running(&self, name: &str) -> Result<BoxRecord> {
+    pub async fn running(&self, name: &BoxName) -> Result<BoxRecord> {
         let record = self.get(name).await?;
         match record.state {
             State::Running => Ok(record),
@@ -528,12 +531,13 @@ impl Registry {
             self.engine.shutdown().await;
             return;
         }
-        let names: Vec<String> = self
+        // Names in the map were checked when their boxes were made.
+        let names: Vec<BoxName> = self
             .boxes
             .lock()
             .expect("registry lock")
             .keys()
-            .cloned()
+            .map(|n| BoxName::checked(n.clone()))
             .collect();
         for name in names {
             if let Err(e) = self.stop(&name, true).await {
@@ -637,6 +641,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    fn name(s: &str) -> BoxName {
+        crate::validate::box_name(s).unwrap()
+    }
     use crate::engine::fake::FakeEngine;
 
     async fn open(engine: &Arc<FakeEngine>) -> (tempfile::TempDir, Arc<Registry>) {
@@ -662,7 +670,7 @@ mod tests {
         let creates: Vec<_> = (0..8)
             .map(|_| {
                 let r = registry.clone();
-                tokio::spawn(async move { r.create("same", spec()).await.unwrap() })
+                tokio::spawn(async move { r.create(&name("same"), spec()).await.unwrap() })
             })
             .collect();
         let mut made = 0;
@@ -683,7 +691,7 @@ mod tests {
         let (dir, registry) = open(&engine).await;
         let mut events = registry.subscribe();
         engine.script.lock().unwrap().fail_create = Some(|| Error::Engine("no image".into()));
-        let e = registry.create("b", spec()).await.err().unwrap();
+        let e = registry.create(&name("b"), spec()).await.err().unwrap();
         assert!(matches!(e, Error::Engine(_)), "{e:?}");
         assert!(registry.list().await.is_empty());
         let left: Vec<_> = std::fs::read_dir(dir.path().join("boxes"))
@@ -693,7 +701,7 @@ mod tests {
         assert!(events.try_recv().is_err(), "no created event");
         // The name is free again, and a restart finds nothing either.
         engine.script.lock().unwrap().fail_create = None;
-        assert!(registry.create("b", spec()).await.unwrap().created);
+        assert!(registry.create(&name("b"), spec()).await.unwrap().created);
         let again = Registry::open(dir.path().join("boxes"), engine.clone(), 0)
             .await
             .unwrap();
@@ -704,27 +712,30 @@ mod tests {
     async fn a_failed_start_is_recorded_and_a_refused_one_changes_nothing() {
         let engine = Arc::new(FakeEngine::default());
         let (dir, registry) = open(&engine).await;
-        registry.create("c", spec()).await.unwrap();
+        registry.create(&name("c"), spec()).await.unwrap();
 
         engine.script.lock().unwrap().fail_start =
             Some(|| Error::FailedPrecondition("cannot boot here".into()));
-        assert!(registry.start("c").await.is_err());
-        assert_eq!(registry.get("c").await.unwrap().state, State::Created);
+        assert!(registry.start(&name("c")).await.is_err());
+        assert_eq!(
+            registry.get(&name("c")).await.unwrap().state,
+            State::Created
+        );
 
         engine.script.lock().unwrap().fail_start = Some(|| Error::Engine("it broke".into()));
-        assert!(registry.start("c").await.is_err());
-        let r = registry.get("c").await.unwrap();
+        assert!(registry.start(&name("c")).await.is_err());
+        let r = registry.get(&name("c")).await.unwrap();
         assert_eq!((r.state, r.error.as_str()), (State::Failed, "it broke"));
         // Recorded on disk before it was reported.
         let again = Registry::open(dir.path().join("boxes"), engine.clone(), 0)
             .await
             .unwrap();
-        assert_eq!(again.get("c").await.unwrap().state, State::Failed);
+        assert_eq!(again.get(&name("c")).await.unwrap().state, State::Failed);
 
         engine.script.lock().unwrap().fail_start = None;
-        let (r, _) = registry.start("c").await.unwrap();
+        let (r, _) = registry.start(&name("c")).await.unwrap();
         assert_eq!((r.state, r.error.as_str()), (State::Running, ""));
-        let (_, boot_ms) = registry.start("c").await.unwrap();
+        let (_, boot_ms) = registry.start(&name("c")).await.unwrap();
         assert_eq!(boot_ms, 0, "starting a running box is a no-op");
     }
 
@@ -735,18 +746,18 @@ mod tests {
         let registry = Registry::open(dir.path().join("boxes"), engine.clone(), 1)
             .await
             .unwrap();
-        registry.create("one", spec()).await.unwrap();
-        let e = registry.create("two", spec()).await.err().unwrap();
+        registry.create(&name("one"), spec()).await.unwrap();
+        let e = registry.create(&name("two"), spec()).await.err().unwrap();
         assert!(matches!(e, Error::ResourceExhausted(_)), "{e:?}");
-        registry.start("one").await.unwrap();
-        let e = registry.remove("one", false).await.err().unwrap();
+        registry.start(&name("one")).await.unwrap();
+        let e = registry.remove(&name("one"), false).await.err().unwrap();
         assert!(matches!(e, Error::FailedPrecondition(_)), "{e:?}");
-        registry.remove("one", true).await.unwrap();
+        registry.remove(&name("one"), true).await.unwrap();
         assert!(engine.running.lock().unwrap().is_empty(), "stopped first");
         assert!(matches!(
-            registry.get("one").await.err().unwrap(),
+            registry.get(&name("one")).await.err().unwrap(),
             Error::NotFound(_)
         ));
-        registry.create("two", spec()).await.unwrap();
+        registry.create(&name("two"), spec()).await.unwrap();
     }
 }

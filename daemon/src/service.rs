@@ -201,9 +201,9 @@ impl Boxd for Service {
     ) -> Result<Response<v1::CreateBoxResponse>, Status> {
         let begin = Instant::now();
         let req = req.into_inner();
-        validate::box_name(&req.name)?;
+        let name = validate::box_name(&req.name)?;
         let spec = self.spec_from_proto(req.spec.unwrap_or_default())?;
-        let out = self.registry.create(&req.name, spec).await?;
+        let out = self.registry.create(&name, spec).await?;
         let mut warnings = out.warnings;
         if out.created {
             warnings.extend(crate::model::public_port_warnings(&out.record.spec.ports));
@@ -221,8 +221,7 @@ impl Boxd for Service {
         &self,
         req: Request<v1::StartBoxRequest>,
     ) -> Result<Response<v1::StartBoxResponse>, Status> {
-        let name = req.into_inner().name;
-        validate::box_name(&name)?;
+        let name = validate::box_name(&req.into_inner().name)?;
         let (record, boot_ms) = self.registry.start(&name).await?;
         Ok(Response::new(v1::StartBoxResponse {
             r#box: Some(self.info(&record).await),
@@ -235,8 +234,8 @@ impl Boxd for Service {
         req: Request<v1::StopBoxRequest>,
     ) -> Result<Response<v1::StopBoxResponse>, Status> {
         let req = req.into_inner();
-        validate::box_name(&req.name)?;
-        let record = self.registry.stop(&req.name, req.force).await?;
+        let name = validate::box_name(&req.name)?;
+        let record = self.registry.stop(&name, req.force).await?;
         Ok(Response::new(v1::StopBoxResponse {
             r#box: Some(self.info(&record).await),
         }))
@@ -247,8 +246,8 @@ impl Boxd for Service {
         req: Request<v1::RemoveBoxRequest>,
     ) -> Result<Response<v1::RemoveBoxResponse>, Status> {
         let req = req.into_inner();
-        validate::box_name(&req.name)?;
-        self.registry.remove(&req.name, req.force).await?;
+        let name = validate::box_name(&req.name)?;
+        self.registry.remove(&name, req.force).await?;
         Ok(Response::new(v1::RemoveBoxResponse {}))
     }
 
@@ -265,8 +264,7 @@ impl Boxd for Service {
         &self,
         req: Request<v1::InspectBoxRequest>,
     ) -> Result<Response<v1::BoxInfo>, Status> {
-        let name = req.into_inner().name;
-        validate::box_name(&name)?;
+        let name = validate::box_name(&req.into_inner().name)?;
         let record = self.registry.get(&name).await?;
         Ok(Response::new(self.info(&record).await))
     }

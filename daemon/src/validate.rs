@@ -8,7 +8,7 @@ use std::time::Duration;
 use boxd_proto::v1;
 
 use crate::error::{Error, Result};
-use crate::model::{BoxSpec, ExecRequest, Mount, PortMapping};
+use crate::model::{BoxName, BoxSpec, ExecRequest, Mount, PortMapping};
 
 /// At most this many bytes of environment (names, values) in a box spec
 /// or an exec, and of command line in an exec: the kernel refuses an
@@ -246,7 +246,7 @@ fn secrets(
 /// An exec request parsed into the model: everything in it that does not
 /// depend on the box is checked here, once.
 pub fn exec_start(req: v1::ExecStart) -> Result<ExecRequest> {
-    box_name(&req.box_name)?;
+    let name = box_name(&req.box_name)?;
     command(&req.command, &req.args)?;
     let argv: usize = req.command.len() + req.args.iter().map(|a| a.len() + 1).sum::<usize>();
     if argv > MAX_ARGV_BYTES {
@@ -269,7 +269,7 @@ pub fn exec_start(req: v1::ExecStart) -> Result<ExecRequest> {
         None
     };
     Ok(ExecRequest {
-        box_name: req.box_name,
+        box_name: name,
         command: req.command,
         args: req.args,
         env: req.env.into_iter().collect(),
@@ -304,14 +304,14 @@ fn env_size<'a>(env: impl Iterator<Item = (&'a String, &'a String)>) -> Result<(
 
 /// Box names: 1 to 64 characters of `[A-Za-z0-9_.-]`, not starting with
 /// `.` or `-`.
-pub fn box_name(name: &str) -> Result<()> {
+pub fn box_name(name: &str) -> Result<BoxName> {
     let ok_len = (1..=64).contains(&name.len());
     let ok_chars = name
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
     let ok_start = !name.starts_with(['.', '-']);
     if ok_len && ok_chars && ok_start {
-        Ok(())
+        Ok(BoxName::checked(name.to_owned()))
     } else {
         Err(Error::InvalidArgument(format!(
             "invalid box name {:?}: use 1 to 64 characters of A-Z a-z 0-9 _ . - not starting with '.' or '-'",
@@ -322,7 +322,7 @@ pub fn box_name(name: &str) -> Result<()> {
 
 /// Snapshot names follow the rules of box names.
 pub fn snapshot_name(name: &str) -> Result<()> {
-    box_name(name).map_err(|_| {
+    box_name(name).map(drop).map_err(|_| {
         Error::InvalidArgument(format!(
             "invalid snapshot name {:?}: use 1 to 64 characters of A-Z a-z 0-9 _ . - not starting with '.' or '-'",
             truncate(name)

@@ -16,9 +16,9 @@ impl Service {
         &self,
         req: v1::CopyOutRequest,
     ) -> Result<Stream2<v1::CopyOutResponse>, Status> {
-        validate::box_name(&req.box_name)?;
+        let box_name = validate::box_name(&req.box_name)?;
         let path = validate::copy_path(&req.path)?;
-        let record = self.registry.running(&req.box_name).await?;
+        let record = self.registry.running(&box_name).await?;
         let archive = self
             .registry
             .engine()
@@ -46,9 +46,9 @@ impl Service {
                 .into());
             }
         };
-        validate::box_name(&start.box_name)?;
+        let box_name = validate::box_name(&start.box_name)?;
         let path = validate::copy_path(&start.path)?;
-        let record = self.registry.running(&start.box_name).await?;
+        let record = self.registry.running(&box_name).await?;
         let archive = futures::stream::unfold(inbound, |mut inbound| async move {
             let item = match inbound.message().await {
                 Ok(None) => return None,

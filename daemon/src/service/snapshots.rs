@@ -24,12 +24,9 @@ impl Service {
         &self,
         req: v1::CreateSnapshotRequest,
     ) -> Result<v1::SnapshotInfo, Status> {
-        validate::box_name(&req.box_name)?;
+        let box_name = validate::box_name(&req.box_name)?;
         validate::snapshot_name(&req.name)?;
-        let s = self
-            .registry
-            .snapshot_create(&req.box_name, &req.name)
-            .await?;
+        let s = self.registry.snapshot_create(&box_name, &req.name).await?;
         Ok(snapshot_to_proto(&req.box_name, s))
     }
 
@@ -37,8 +34,8 @@ impl Service {
         &self,
         req: v1::ListSnapshotsRequest,
     ) -> Result<v1::ListSnapshotsResponse, Status> {
-        validate::box_name(&req.box_name)?;
-        let list = self.registry.snapshot_list(&req.box_name).await?;
+        let box_name = validate::box_name(&req.box_name)?;
+        let list = self.registry.snapshot_list(&box_name).await?;
         Ok(v1::ListSnapshotsResponse {
             snapshots: list
                 .into_iter()
@@ -51,12 +48,9 @@ impl Service {
         &self,
         req: v1::RestoreSnapshotRequest,
     ) -> Result<v1::RestoreSnapshotResponse, Status> {
-        validate::box_name(&req.box_name)?;
+        let box_name = validate::box_name(&req.box_name)?;
         validate::snapshot_name(&req.name)?;
-        let record = self
-            .registry
-            .snapshot_restore(&req.box_name, &req.name)
-            .await?;
+        let record = self.registry.snapshot_restore(&box_name, &req.name).await?;
         Ok(v1::RestoreSnapshotResponse {
             r#box: Some(self.info(&record).await),
         })
@@ -66,11 +60,9 @@ impl Service {
         &self,
         req: v1::RemoveSnapshotRequest,
     ) -> Result<v1::RemoveSnapshotResponse, Status> {
-        validate::box_name(&req.box_name)?;
+        let box_name = validate::box_name(&req.box_name)?;
         validate::snapshot_name(&req.name)?;
-        self.registry
-            .snapshot_remove(&req.box_name, &req.name)
-            .await?;
+        self.registry.snapshot_remove(&box_name, &req.name).await?;
         Ok(v1::RemoveSnapshotResponse {})
     }
 
@@ -79,9 +71,9 @@ impl Service {
         req: v1::CloneBoxRequest,
     ) -> Result<v1::CreateBoxResponse, Status> {
         let begin = Instant::now();
-        validate::box_name(&req.source)?;
-        validate::box_name(&req.name)?;
-        let out = self.registry.clone_box(&req.source, &req.name).await?;
+        let source = validate::box_name(&req.source)?;
+        let name = validate::box_name(&req.name)?;
+        let out = self.registry.clone_box(&source, &name).await?;
         Ok(self.created(out, Vec::new(), begin).await)
     }
 
@@ -89,9 +81,9 @@ impl Service {
         &self,
         req: v1::ExportBoxRequest,
     ) -> Result<v1::ExportBoxResponse, Status> {
-        validate::box_name(&req.name)?;
+        let name = validate::box_name(&req.name)?;
         let path = validate::export_path(&req.path)?;
-        let size_bytes = self.registry.export(&req.name, &path).await?;
+        let size_bytes = self.registry.export(&name, &path).await?;
         Ok(v1::ExportBoxResponse { size_bytes })
     }
 
@@ -100,11 +92,11 @@ impl Service {
         req: v1::ImportBoxRequest,
     ) -> Result<v1::CreateBoxResponse, Status> {
         let begin = Instant::now();
-        validate::box_name(&req.name)?;
+        let name = validate::box_name(&req.name)?;
         let path = validate::import_path(&req.path)?;
         let archived = self.registry.engine().archive_spec(&path).await?;
         let (spec, warnings) = self.imported_spec(archived)?;
-        let out = self.registry.import(&req.name, spec, &path).await?;
+        let out = self.registry.import(&name, spec, &path).await?;
         Ok(self.created(out, warnings, begin).await)
     }
 

@@ -34,16 +34,18 @@ impl Service {
         &self,
         req: v1::BoxStatsRequest,
     ) -> Result<Stream2<v1::BoxStatsResponse>, Status> {
-        for name in &req.names {
-            validate::box_name(name)?;
-        }
+        let names = req
+            .names
+            .iter()
+            .map(|n| validate::box_name(n))
+            .collect::<Result<Vec<_>>>()?;
         let interval = match req.interval_ms {
             0 => DEFAULT_INTERVAL,
             ms => Duration::from_millis(ms.into()).max(MIN_INTERVAL),
         };
         let mut sampler = Sampler {
             registry: self.registry.clone(),
-            names: req.names,
+            names,
             last: HashMap::new(),
             disk: HashMap::new(),
         };
@@ -77,7 +79,7 @@ impl Service {
 /// Samples boxes, remembering each box's last CPU time and disk use.
 struct Sampler {
     registry: Arc<Registry>,
-    names: Vec<String>,
+    names: Vec<crate::model::BoxName>,
     /// Box id → when its CPU time was read, and that time.
     last: HashMap<String, (Instant, u64)>,
     /// Box id → when its disk use was measured, and that use.
