@@ -1,5 +1,9 @@
 //! `boxd doctor`: what this host can run and what is missing, each failing
 //! line with its fix. `boxctl doctor` runs it and adds the live daemon's view.
+//!
+//! Every check is built here, from facts the engines expose (the BoxLite
+//! preflight and runtime directory, the namespace engine's id map, overlay
+//! probe and cgroups): doctor depends on the engines, never the reverse.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -7,6 +11,8 @@ use std::process::Command;
 use serde::Serialize;
 
 use boxd_proto::paths::Paths;
+
+use crate::host_programs::find_on_path;
 
 #[derive(Debug, Serialize)]
 pub struct Check {
@@ -50,7 +56,7 @@ pub fn run(paths: &Paths) -> Vec<Check> {
     let mut checks = vec![privileges(), bwrap(), user_namespaces(), box_ids()];
     checks.extend(box_roots_and_limits());
     checks.push(apparmor());
-    checks.extend(crate::engine::doctor_checks());
+    checks.extend(engine());
     checks.push(tool("protoc", &["--version"], "needed only to build BoxLite (Debian: apt-get install protobuf-compiler; macOS: brew install protobuf)"));
     checks.push(socket(&paths.socket));
     checks
@@ -69,13 +75,6 @@ pub fn report(checks: &[Check], json: bool) -> u8 {
         }
     }
     u8::from(checks.iter().any(|c| c.status == "fail"))
-}
-
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
 }
 
 fn first_line(out: &std::process::Output) -> String {
@@ -286,6 +285,84 @@ fn apparmor() -> Check {
             "no AppArmor user-namespace restriction on this kernel",
         ),
     }
+}
+
+/// The engine lines of `boxd doctor`: the microVM verdict, the BoxLite
+/// runtime files and their `mke2fs`.
+fn engine() -> Vec<Check> {
+    use crate::engine::boxlite;
+    let verdict = boxlite::preflight();
+    let mut checks = vec![if verdict.can_boot {
+        Check::ok(
+            "engine",
+            format!(
+                "microVMs can boot here: boxes run in BoxLite VMs ({})",
+                verdict.reason
+            ),
+        )
+    } else {
+        Check::warn(
+            "engine",
+            format!(
+                "boxes run in Linux namespaces here, not microVMs: {}",
+                verdict.reason
+            ),
+            "none needed to run boxes; for microVM isolation use a host with hardware virtualization (KVM with vmx/svm, or Apple Silicon)",
+        )
+    }];
+    let fetch = "scripts/boxlite-runtime.sh (or set BOXLITE_RUNTIME_DIR)";
+    match boxlite::runtime_dir::find() {
+        None => checks.push(Check::warn(
+            "boxlite runtime",
+            format!(
+                "no complete BoxLite {} runtime in {:?}",
+                ::boxlite::VERSION,
+                boxlite::runtime_dir::candidates()
+            ),
+            fetch,
+        )),
+        Some(dir) => {
+            checks.push(Check::ok(
+                "boxlite runtime",
+                format!(
+                    "BoxLite {} runtime in {}",
+                    ::boxlite::VERSION,
+                    dir.display()
+                ),
+            ));
+            let mke2fs = dir.join("mke2fs");
+            let out = std::process::Command::new(&mke2fs).arg("-V").output();
+            let text = out.map(|o| {
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                )
+            });
+            checks.push(
+                match text.as_deref().map(boxlite::runtime_dir::identify_mke2fs) {
+                    Ok(Ok(version)) => Check::ok(
+                        "mke2fs",
+                        format!(
+                            "{} (e2fsprogs {version}), used by absolute path",
+                            mke2fs.display()
+                        ),
+                    ),
+                    Ok(Err(what)) => Check::fail(
+                        "mke2fs",
+                        format!("{} is not e2fsprogs: {what}", mke2fs.display()),
+                        fetch,
+                    ),
+                    Err(e) => Check::fail(
+                        "mke2fs",
+                        format!("{} does not run: {e}", mke2fs.display()),
+                        fetch,
+                    ),
+                },
+            );
+        }
+    }
+    checks
 }
 
 /// The socket judged as every client judges it (`boxd_client::trust`).

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod exec_log;
 pub mod execs;
+pub mod host_programs;
 pub mod image;
 pub mod limits;
 pub mod listener;

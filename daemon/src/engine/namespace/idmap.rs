@@ -83,8 +83,10 @@ impl IdMap {
         let own_uids = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
         let own_gids = std::fs::read_to_string("/proc/self/gid_map").unwrap_or_default();
         let tools = (
-            crate::doctor::find_on_path("newuidmap").or_else(|| existing("/usr/bin/newuidmap")),
-            crate::doctor::find_on_path("newgidmap").or_else(|| existing("/usr/bin/newgidmap")),
+            crate::host_programs::find_on_path("newuidmap")
+                .or_else(|| existing("/usr/bin/newuidmap")),
+            crate::host_programs::find_on_path("newgidmap")
+                .or_else(|| existing("/usr/bin/newgidmap")),
         );
         IdMap::choose(&Host {
             uid,

@@ -856,7 +856,7 @@ impl NamespaceEngine {
             .and_then(|f| f.set_len(gib << 30))
             .map_err(|e| Error::io(format!("create {}", image.display()), e))?;
         let (uid, gid) = self.ids.root();
-        let mke2fs = crate::doctor::find_on_path("mke2fs")
+        let mke2fs = crate::host_programs::find_on_path("mke2fs")
             .or_else(|| {
                 ["/usr/sbin/mke2fs", "/sbin/mke2fs"]
                     .iter()
