@@ -54,7 +54,7 @@ use ::boxlite::{BoxInfo, BoxliteError, BoxliteOptions, BoxliteRuntime, LiteBox, 
 
 use super::{Created, Engine, EngineBox, EngineInfo, ExecSpec};
 use crate::error::{Error, Result};
-use crate::registry::{BoxRecord, BoxSpec, PortMapping};
+use crate::model::{BoxRecord, BoxSpec, PortMapping};
 use copies::{copy_options, from_boxlite, to_boxlite};
 use errors::{map_err, open_error, pull_error};
 pub use options::{MAX_CPUS, box_options};
@@ -394,7 +394,7 @@ mod tests {
 
     use super::*;
     use crate::engine::Isolation;
-    use crate::registry::State;
+    use crate::model::State;
 
     /// A real (tiny) OCI layout: one empty layer, verified blobs. Returns
     /// the manifest digest.

@@ -22,7 +22,7 @@ use ::boxlite::{BoxOptions, NetworkSpec, RootfsSpec};
 
 use super::ports::port_spec;
 use crate::error::{Error, Result};
-use crate::registry::BoxSpec;
+use crate::model::BoxSpec;
 
 /// BoxLite rejects more vCPUs than this (0.11's `vm_defaults::MAX_CPUS`;
 /// 0.10.8 does not check and fails later).
@@ -139,7 +139,7 @@ mod tests {
     use ::boxlite::runtime::options::PortSpec;
 
     use super::*;
-    use crate::registry::{Mount, PortMapping};
+    use crate::model::{Mount, PortMapping};
 
     fn spec(image: &str) -> BoxSpec {
         BoxSpec {

@@ -7,7 +7,7 @@ use ::boxlite::BoxInfo;
 use ::boxlite::runtime::options::PortSpec;
 
 use super::BoxliteEngine;
-use crate::registry::{BoxRecord, PortMapping};
+use crate::model::{BoxRecord, PortMapping};
 
 /// A published port as BoxLite takes it: TCP, host port `None` for any
 /// free one, the host address always given (BoxLite's default is every

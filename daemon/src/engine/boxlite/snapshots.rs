@@ -23,7 +23,7 @@ use super::{BoxliteEngine, map_err};
 use crate::engine::box_archive::{self, FORMAT, MANIFEST, bad, secret_free};
 use crate::engine::{Created, Snapshot};
 use crate::error::{Error, Result};
-use crate::registry::{BoxRecord, BoxSpec};
+use crate::model::{BoxRecord, BoxSpec};
 
 /// BoxLite's archive inside boxd's.
 const INNER: &str = "box.boxlite";

@@ -3,7 +3,7 @@
 //! asks only running boxes).
 
 use crate::engine::Stats;
-use crate::registry::BoxSpec;
+use crate::model::BoxSpec;
 
 /// boxd's stats from what BoxLite measures of a VM: its CPU use as a
 /// percentage (no time), its memory, its network bytes; the VM's memory
