@@ -55,10 +55,49 @@ fn lifecycle_through_boxctl() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.stdout, b"SHOUT\n");
 
+    // A TTY exec gets the caller's terminal type.
+    let out = ok(d.boxctl().env("TERM", "vt220").args([
+        "exec",
+        "-t",
+        "cli",
+        "--",
+        "sh",
+        "-c",
+        "echo $TERM",
+    ]));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "vt220");
+
+    // The box's own writes are its disk use, in the table and in JSON.
+    ok(d.boxctl().args([
+        "exec",
+        "cli",
+        "--",
+        "dd",
+        "if=/dev/zero",
+        "of=/big",
+        "bs=1024",
+        "count=2048",
+    ]));
     let out = ok(d.boxctl().args(["ls", "--json"]));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v[0]["name"], "cli");
     assert_eq!(v[0]["state"], "running");
+    let disk = v[0]["diskBytes"].as_u64().expect("diskBytes");
+    assert!(
+        (2 << 20..64 << 20).contains(&disk),
+        "2 MiB written, {disk} bytes used"
+    );
+    let table = String::from_utf8(ok(d.boxctl().arg("ls")).stdout).unwrap();
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    let col = header
+        .iter()
+        .position(|h| *h == "DISK")
+        .expect("a DISK column");
+    assert!(
+        row[col].starts_with("2.") && row[col].ends_with('M'),
+        "{table}"
+    );
 
     let out = ok(d.boxctl().args(["inspect", "cli", "--json"]));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -85,6 +85,10 @@ fn a_session_from_describe_to_shutdown() {
     let list = j.call(6, "box.list", json!({}));
     assert_eq!(list["result"][0]["name"], "j");
     assert_eq!(list["result"][0]["state"], "running");
+    assert!(
+        list["result"][0]["diskBytes"].is_u64(),
+        "disk used is listed: {list}"
+    );
     assert_eq!(
         j.call(7, "box.remove", json!({"name": "j", "force": true}))["result"]["ok"],
         true
