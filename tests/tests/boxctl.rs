@@ -226,6 +226,21 @@ fn doctor_reports_the_engine_and_the_running_daemon() {
             .unwrap()
             .contains(&format!("pid {}", d.pid()))
     );
+    // A root-run boxd says so, in doctor and in its log; a user's does not.
+    let privileges = find("privileges");
+    if boxd_client::trust::my_uid() == 0 {
+        assert_eq!(privileges["status"], "warn", "{privileges}");
+        assert!(
+            privileges["detail"]
+                .as_str()
+                .unwrap()
+                .contains("boxd runs as root")
+        );
+        let log = std::fs::read_to_string(d.home.join("logs/boxd.log")).unwrap();
+        assert!(log.contains("boxd runs as root"), "the log warns: {log}");
+    } else {
+        assert_eq!(privileges["status"], "ok", "{privileges}");
+    }
     let out = ok(d.boxctl().arg("doctor"));
     assert!(
         String::from_utf8_lossy(&out.stdout)
