@@ -113,6 +113,35 @@ fn manifest_of<R: Read>(entries: &mut tar::Entries<'_, R>) -> Result<Manifest> {
     box_archive::manifest(entries, "namespace")
 }
 
+/// What the `box_archive_import` fuzz target drives: a manifest to start
+/// an archive with, and the importer as an unprivileged boxd without a
+/// range runs it. Not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::*;
+
+    pub fn manifest() -> Vec<u8> {
+        serde_json::to_vec(&Manifest {
+            format: box_archive::FORMAT,
+            engine: "namespace".into(),
+            layout: Layout::Overlay,
+            spec: BoxSpec::default(),
+            image_digest: String::new(),
+        })
+        .expect("a manifest serializes")
+    }
+
+    pub fn import(archive: &Path, dest: &Path, max_size: u64) -> std::result::Result<(), String> {
+        let limits = crate::image::ImageLimits {
+            max_size,
+            cancel: Default::default(),
+        };
+        unpack(archive, dest, Owners::Flatten, false, &limits)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// The argument that selects [`helper_main`] in `main`.
 pub const HELPER_ARG: &str = "__boxarchive";
 /// How the helper marks its error's kind on stderr.
