@@ -91,7 +91,7 @@ pub enum ConnectError {
 /// What a status from boxd says, in words: its message, or for a call the
 /// daemon does not know (an older daemon than the client), how to fix it.
 pub fn status_message(s: &boxd_proto::tonic::Status) -> String {
-    if s.code() == boxd_proto::tonic::Code::Unimplemented && s.message().is_empty() {
+    if ErrorKind::of_status(s) == ErrorKind::Unsupported && s.message().is_empty() {
         return "boxd does not offer this call: it is older than this client; restart it from this release (`boxctl daemon stop`, then start it again)".into();
     }
     s.message().to_owned()
