@@ -177,7 +177,9 @@ async fn show(
     let mut exec = match ExecStream::attach_with(client, attach).await {
         Ok(e) => e,
         // Gone between the listing and now (dropped after it exited).
-        Err(s) if s.code() == boxd_client::tonic::Code::NotFound => return Ok(()),
+        Err(s) if boxd_client::ErrorKind::of_status(&s) == boxd_client::ErrorKind::NotFound => {
+            return Ok(());
+        }
         Err(s) => return Err(s.into()),
     };
     if follow {

@@ -1,5 +1,6 @@
-//! `boxctl image …`, and the pull that `create` and `run` do first when the
-//! daemon has no image for the reference.
+//! `boxctl image …`, and the progress of the pull that `create` and `run`
+//! do first when the daemon has no image for the reference
+//! ([`boxd_client::boxes::create_or_reuse`] decides; [`PullView`] shows).
 //!
 //! Progress: bars on a terminal (indicatif), one line per step otherwise,
 //! one JSON object per event with `--json`. Progress goes to stderr, except
@@ -8,6 +9,7 @@
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 
+use boxd_client::boxes::{self, PullEvent};
 use boxd_client::{Client, v1};
 use clap::Subcommand;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -152,17 +154,6 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
     Ok(0)
 }
 
-/// Makes sure the daemon has `image` before a create: a local layout needs
-/// nothing; a reference it already has needs nothing (no registry call);
-/// otherwise it is pulled, with progress on stderr.
-pub async fn ensure(c: &mut Client, image: &str, json: bool) -> Result<(), Failure> {
-    if !boxd_client::image_missing(c, image).await? {
-        return Ok(());
-    }
-    let show = if json { Show::JsonStderr } else { Show::auto() };
-    pull(c, image, show).await.map(|_| ())
-}
-
 /// Where progress goes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Show {
@@ -173,7 +164,7 @@ pub enum Show {
 }
 
 impl Show {
-    fn auto() -> Show {
+    pub fn auto() -> Show {
         if std::io::stderr().is_terminal() {
             Show::Bars
         } else {
@@ -184,34 +175,53 @@ impl Show {
 
 /// Pulls `reference`, showing progress, and returns the image.
 pub async fn pull(c: &mut Client, reference: &str, show: Show) -> Result<v1::ImageInfo, Failure> {
-    use v1::pull_image_event::Event;
-    let mut stream = c
-        .pull_image(v1::PullImageRequest {
+    let mut view = PullView::new(reference, show);
+    Ok(boxes::pull(c, reference, |e| {
+        view.event(e);
+        std::future::ready(())
+    })
+    .await?)
+}
+
+/// A pull's progress as `show` wants it: bars per layer, lines, or JSON.
+pub struct PullView {
+    reference: String,
+    show: Show,
+    bars: MultiProgress,
+    layer_bars: HashMap<String, ProgressBar>,
+    style: ProgressStyle,
+}
+
+impl PullView {
+    pub fn new(reference: &str, show: Show) -> PullView {
+        PullView {
             reference: reference.to_owned(),
-        })
-        .await?
-        .into_inner();
-    let bars = MultiProgress::new();
-    let mut layer_bars: HashMap<String, ProgressBar> = HashMap::new();
-    let style = ProgressStyle::with_template(
-        "{prefix:>19} [{bar:30}] {bytes:>10}/{total_bytes:<10} {bytes_per_sec:>12}",
-    )
-    .expect("valid template")
-    .progress_chars("=> ");
-    while let Some(ev) = stream.message().await? {
-        let Some(event) = ev.event else { continue };
+            show,
+            bars: MultiProgress::new(),
+            layer_bars: HashMap::new(),
+            style: ProgressStyle::with_template(
+                "{prefix:>19} [{bar:30}] {bytes:>10}/{total_bytes:<10} {bytes_per_sec:>12}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        }
+    }
+
+    /// Shows one step of the pull.
+    pub fn event(&mut self, event: &PullEvent) {
+        let show = self.show;
         match show {
             // A reader that went away must not stop the pull.
             Show::JsonStdout => {
-                let _ = writeln!(std::io::stdout(), "{}", event_json(&event));
+                let _ = writeln!(std::io::stdout(), "{}", event_json(event));
             }
             Show::JsonStderr => {
-                let _ = writeln!(std::io::stderr(), "{}", event_json(&event));
+                let _ = writeln!(std::io::stderr(), "{}", event_json(event));
             }
             _ => {}
         }
         match event {
-            Event::Started(s) => {
+            PullEvent::Started(s) => {
                 if show == Show::Lines {
                     let cached = s.layers.iter().filter(|l| l.cached).count();
                     eprintln!(
@@ -224,66 +234,60 @@ pub async fn pull(c: &mut Client, reference: &str, show: Show) -> Result<v1::Ima
                 }
                 if show == Show::Bars {
                     for l in &s.layers {
-                        let bar = bars.add(ProgressBar::new(l.size));
-                        bar.set_style(style.clone());
+                        let bar = self.bars.add(ProgressBar::new(l.size));
+                        bar.set_style(self.style.clone());
                         bar.set_prefix(short(&l.digest));
                         if l.cached {
                             bar.finish_with_message("cached");
                         }
-                        layer_bars.insert(l.digest.clone(), bar);
+                        self.layer_bars.insert(l.digest.clone(), bar);
                     }
                 }
             }
-            Event::Progress(p) => {
-                if let Some(bar) = layer_bars.get(&p.layer_digest) {
+            PullEvent::Progress(p) => {
+                if let Some(bar) = self.layer_bars.get(&p.layer_digest) {
                     bar.set_position(p.layer_done);
                 }
             }
-            Event::LayerDone(d) => {
-                if let Some(bar) = layer_bars.get(&d) {
+            PullEvent::LayerDone(d) => {
+                if let Some(bar) = self.layer_bars.get(d) {
                     bar.finish();
                 }
                 if show == Show::Lines {
-                    eprintln!("layer {} done", short(&d));
+                    eprintln!("layer {} done", short(d));
                 }
             }
-            Event::Unpacking(_) => {
+            PullEvent::Unpacking(_) => {
                 if show == Show::Lines {
                     eprintln!("unpacking");
                 }
             }
-            Event::Done(info) => {
-                for b in layer_bars.values() {
+            PullEvent::Done(info) => {
+                for b in self.layer_bars.values() {
                     b.finish();
                 }
                 if show == Show::Lines {
-                    eprintln!("pulled {} ({})", reference, info.digest);
+                    eprintln!("pulled {} ({})", self.reference, info.digest);
                 }
-                return Ok(info);
             }
         }
     }
-    Err(Failure {
-        code: 1,
-        message: "boxd ended the pull without a result".into(),
-    })
 }
 
-fn event_json(e: &v1::pull_image_event::Event) -> Value {
-    use v1::pull_image_event::Event;
+fn event_json(e: &PullEvent) -> Value {
     match e {
-        Event::Started(s) => {
+        PullEvent::Started(s) => {
             json!({"event": "started", "reference": s.reference, "digest": s.digest,
             "totalBytes": s.total_bytes,
             "layers": s.layers.iter().map(|l| json!({"digest": l.digest, "size": l.size, "cached": l.cached})).collect::<Vec<_>>()})
         }
-        Event::Progress(p) => {
+        PullEvent::Progress(p) => {
             json!({"event": "progress", "layer": p.layer_digest, "layerDone": p.layer_done,
             "layerSize": p.layer_size, "doneBytes": p.done_bytes, "totalBytes": p.total_bytes})
         }
-        Event::LayerDone(d) => json!({"event": "layerDone", "layer": d}),
-        Event::Unpacking(_) => json!({"event": "unpacking"}),
-        Event::Done(i) => json!({"event": "done", "image": image_json(i)}),
+        PullEvent::LayerDone(d) => json!({"event": "layerDone", "layer": d}),
+        PullEvent::Unpacking(_) => json!({"event": "unpacking"}),
+        PullEvent::Done(i) => json!({"event": "done", "image": image_json(i)}),
     }
 }
 

@@ -21,7 +21,8 @@ mod stats;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use boxd_client::{Client, Paths, spec, tonic::Status, v1};
+use boxd_client::boxes::{self, BoxSpec, Created};
+use boxd_client::{Client, ErrorKind, Paths, spec, tonic::Status, v1};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
@@ -210,9 +211,9 @@ impl From<spec::SpecError> for Failure {
 
 impl From<Status> for Failure {
     fn from(s: Status) -> Failure {
-        let code = if s.code() == boxd_client::tonic::Code::Unavailable
-            && s.message().contains("transport")
-        {
+        // A connection lost during the call is "not reachable" (3);
+        // anything boxd said is a refusal or a failure (1).
+        let code = if ErrorKind::of_status(&s) == ErrorKind::LostDaemon {
             3
         } else {
             1
@@ -230,9 +231,8 @@ impl From<boxd_client::ConnectError> for Failure {
         // client refuses to trust (not "start the daemon": someone else's
         // socket is in the way); everything else means the daemon is not
         // reachable as this client needs it (3).
-        let code = match e {
-            boxd_client::ConnectError::Refused { .. }
-            | boxd_client::ConnectError::Untrusted { .. } => 1,
+        let code = match ErrorKind::of_connect(&e) {
+            ErrorKind::Refused | ErrorKind::Untrusted => 1,
             _ => 3,
         };
         Failure {
@@ -434,54 +434,46 @@ fn port_filter(s: &str) -> Result<u32, Failure> {
     }
 }
 
-/// Builds the create request from flags.
+/// The box spec `create` and `run` ask for, from their flags.
 pub fn box_spec(
     flags: &BoxFlags,
     env: &[String],
     workdir: Option<&str>,
-) -> Result<v1::BoxSpec, Failure> {
-    let mounts = flags
-        .mounts
-        .iter()
-        .map(|m| spec::parse_mount(m))
-        .collect::<Result<_, _>>()?;
-    Ok(v1::BoxSpec {
-        image: spec::image_arg(&flags.image),
+) -> Result<BoxSpec, Failure> {
+    let words = spec::SpecWords {
+        image: &flags.image,
         cpus: flags.cpus,
         memory_mib: flags.memory_mib,
         disk_size_gb: flags.disk_gb,
-        mounts,
-        allow_net: flags.allow_net.clone(),
-        env: spec::parse_env(env)?,
-        working_dir: workdir.unwrap_or_default().to_owned(),
-        secrets: flags
-            .secrets
-            .iter()
-            .map(|s| spec::parse_secret(s))
-            .collect::<Result<_, _>>()?,
-        ports: flags
-            .publish
-            .iter()
-            .map(|p| spec::parse_publish(p))
-            .collect::<Result<_, _>>()?,
-    })
+        mounts: &flags.mounts,
+        allow_net: &flags.allow_net,
+        env,
+        working_dir: workdir,
+        secrets: &flags.secrets,
+        publish: &flags.publish,
+    };
+    Ok(words.parse()?)
 }
 
-/// Creates (or reuses) a box, pulling its image first, with progress, when
-/// the daemon does not have it.
+/// Creates (or reuses) a box, pulling its image first, with progress on
+/// stderr, when the daemon does not have it.
 pub async fn create(
     c: &mut Client,
     name: &str,
-    spec: v1::BoxSpec,
+    spec: BoxSpec,
     json: bool,
-) -> Result<v1::CreateBoxResponse, Failure> {
-    image::ensure(c, &spec.image, json).await?;
-    Ok(c.create_box(v1::CreateBoxRequest {
-        name: name.to_owned(),
-        spec: Some(spec),
-    })
-    .await?
-    .into_inner())
+) -> Result<Created, Failure> {
+    let show = if json {
+        image::Show::JsonStderr
+    } else {
+        image::Show::auto()
+    };
+    let mut view = image::PullView::new(spec.image(), show);
+    let on_pull = |e: &boxes::PullEvent| {
+        view.event(e);
+        std::future::ready(())
+    };
+    Ok(boxes::create_or_reuse(c, name, spec, on_pull).await?)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Human and `--json` renderings of replies.
 
+use boxd_client::boxes::{Created, Outcome};
 use boxd_client::v1;
 use serde_json::{Value, json};
 
@@ -91,21 +92,27 @@ fn print_json(v: &Value) {
     println!("{v}");
 }
 
-pub fn created(ctx: &Ctx, r: &v1::CreateBoxResponse) {
-    let b = r.r#box.clone().unwrap_or_default();
+pub fn created(ctx: &Ctx, r: &Created) {
+    let b = &r.info;
     if ctx.json {
         print_json(
-            &json!({"box": box_json(&b), "created": r.created, "warnings": r.warnings, "elapsedMs": r.elapsed_ms}),
+            &json!({"box": box_json(b), "created": r.created(), "warnings": r.warnings, "elapsedMs": r.elapsed_ms}),
         );
         return;
     }
     for w in &r.warnings {
         eprintln!("warning: {w}");
     }
-    let verb = if r.created { "created" } else { "reused" };
+    let verb = match r.outcome {
+        Outcome::Created => "created",
+        Outcome::Reused => "reused",
+    };
     println!(
         "{verb} box {} ({}, {} isolation) in {} ms",
-        b.name, b.id, b.isolation, r.elapsed_ms
+        b.name,
+        b.id,
+        r.isolation(),
+        r.elapsed_ms
     );
 }
 

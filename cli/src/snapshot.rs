@@ -155,7 +155,7 @@ pub async fn clone(ctx: &Ctx, source: String, name: String) -> Result<u8, Failur
         .clone_box(v1::CloneBoxRequest { source, name })
         .await?
         .into_inner();
-    created(ctx, &reply);
+    created(ctx, &reply.into());
     Ok(0)
 }
 
@@ -197,7 +197,7 @@ pub async fn import(ctx: &Ctx, file: std::path::PathBuf, name: String) -> Result
         })
         .await?
         .into_inner();
-    created(ctx, &reply);
+    created(ctx, &reply.into());
     Ok(0)
 }
 

@@ -11,9 +11,14 @@
 //!   [`stdio`] attaches one to this process's own stdio.
 //! - [`spawn`] starts the daemon on demand; [`spec`] reads box specs from
 //!   command-line words.
+//! - [`boxes`] is the typed facade for making boxes (a [`BoxSpec`]
+//!   builder, pulls with progress, [`boxes::create_or_reuse`]);
+//!   [`ErrorKind`] says what a status or a connect error is.
 
 pub mod archive;
+pub mod boxes;
 pub mod copy;
+mod error_kind;
 mod exec;
 pub mod jsonl;
 pub mod spawn;
@@ -24,6 +29,8 @@ pub mod trust;
 pub use boxd_proto::paths::{Paths, PathsError};
 pub use boxd_proto::wire::{CONNECTION_WINDOW, MAX_MESSAGE, STREAM_WINDOW};
 pub use boxd_proto::{bytes, tonic, v1};
+pub use boxes::BoxSpec;
+pub use error_kind::ErrorKind;
 pub use exec::{
     ACK_EVERY, ExecEvent, ExecInput, ExecStream, OutputOffsets, OutputStream, RECONNECT_WITHIN,
     Reconnect, STDIN_KEPT, STDIN_WINDOW,
@@ -74,7 +81,7 @@ pub enum ConnectError {
 /// What a status from boxd says, in words: its message, or for a call the
 /// daemon does not know (an older daemon than the client), how to fix it.
 pub fn status_message(s: &boxd_proto::tonic::Status) -> String {
-    if s.code() == boxd_proto::tonic::Code::Unimplemented && s.message().is_empty() {
+    if ErrorKind::of_status(s) == ErrorKind::Unsupported && s.message().is_empty() {
         return "boxd does not offer this call: it is older than this client; restart it from this release (`boxctl daemon stop`, then start it again)".into();
     }
     s.message().to_owned()
@@ -125,27 +132,6 @@ pub async fn connect_described(
         });
     }
     Ok((client, describe))
-}
-
-/// Whether a create from `image` would have to pull it first: a registry
-/// reference the daemon has no image for. A local layout (an absolute path)
-/// never does; an engine that does not list images pulls at create itself.
-pub async fn image_missing(
-    client: &mut Client,
-    image: &str,
-) -> Result<bool, boxd_proto::tonic::Status> {
-    if image.is_empty() || Path::new(image).is_absolute() {
-        return Ok(false);
-    }
-    let request = v1::InspectImageRequest {
-        reference: image.to_owned(),
-    };
-    match client.inspect_image(request).await {
-        Ok(_) => Ok(false),
-        Err(s) if s.code() == boxd_proto::tonic::Code::NotFound => Ok(true),
-        Err(s) if s.code() == boxd_proto::tonic::Code::Unimplemented => Ok(false),
-        Err(s) => Err(s),
-    }
 }
 
 /// Connects without the protocol check (for `boxctl daemon status`, which

@@ -1,11 +1,64 @@
 //! Box specs from command-line words, shared by `boxctl` and
 //! `harness-box-exec` so that `--mount`, `--env`, `--secret`, `--publish`
-//! and `--image` mean the same in both.
+//! and `--image` mean the same in both: each word is parsed here, and
+//! [`SpecWords::parse`] is the one place a whole spec is made of them.
 
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::boxes::BoxSpec;
 use crate::v1;
+
+/// A box spec as command-line words, before parsing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SpecWords<'a> {
+    /// A registry reference or a local layout directory ([`image_arg`]).
+    pub image: &'a str,
+    pub cpus: Option<u32>,
+    pub memory_mib: Option<u32>,
+    pub disk_size_gb: Option<u32>,
+    /// `HOST:GUEST[:ro]` ([`parse_mount`]).
+    pub mounts: &'a [String],
+    pub allow_net: &'a [String],
+    /// `K=V` ([`parse_env`]).
+    pub env: &'a [String],
+    pub working_dir: Option<&'a str>,
+    /// `NAME:HOSTS[@FILE]` ([`parse_secret`]).
+    pub secrets: &'a [String],
+    /// `[HOST_IP:]HOST_PORT:BOX_PORT[/tcp]` ([`parse_publish`]).
+    pub publish: &'a [String],
+}
+
+impl SpecWords<'_> {
+    /// The spec these words describe, or the first word that is wrong.
+    pub fn parse(&self) -> Result<BoxSpec, SpecError> {
+        Ok(BoxSpec::new(image_arg(self.image))
+            .cpus(self.cpus)
+            .memory_mib(self.memory_mib)
+            .disk_size_gb(self.disk_size_gb)
+            .mounts(
+                self.mounts
+                    .iter()
+                    .map(|m| parse_mount(m))
+                    .collect::<Result<Vec<_>, _>>()?,
+            )
+            .allow_net(self.allow_net.iter().cloned())
+            .envs(parse_env(self.env)?)
+            .working_dir(self.working_dir.map(str::to_owned))
+            .secrets(
+                self.secrets
+                    .iter()
+                    .map(|s| parse_secret(s))
+                    .collect::<Result<Vec<_>, _>>()?,
+            )
+            .ports(
+                self.publish
+                    .iter()
+                    .map(|p| parse_publish(p))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ))
+    }
+}
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SpecError {
@@ -283,6 +336,42 @@ mod tests {
         assert_eq!(e["C"], "");
         assert!(parse_env(&["=v".into()]).is_err());
         assert!(parse_env(&["novalue".into()]).is_err());
+    }
+
+    #[test]
+    fn words_make_a_whole_spec() {
+        let words = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (mounts, env, publish) = (words(&["/a:/b:ro"]), words(&["K=V"]), words(&["8080:80"]));
+        let allow = words(&["example.com"]);
+        let spec = SpecWords {
+            image: "alpine:3.20",
+            cpus: Some(1),
+            mounts: &mounts,
+            env: &env,
+            allow_net: &allow,
+            working_dir: Some("/w"),
+            publish: &publish,
+            ..Default::default()
+        }
+        .parse()
+        .unwrap()
+        .build();
+        assert_eq!(spec.image, "alpine:3.20");
+        assert_eq!(spec.cpus, Some(1));
+        assert!(spec.mounts[0].read_only);
+        assert_eq!(spec.env["K"], "V");
+        assert_eq!(spec.allow_net, ["example.com"]);
+        assert_eq!(spec.working_dir, "/w");
+        assert_eq!(spec.ports[0].host_port, 8080);
+        let bad = words(&["nonsense"]);
+        let e = SpecWords {
+            image: "x",
+            mounts: &bad,
+            ..Default::default()
+        }
+        .parse()
+        .unwrap_err();
+        assert_eq!(e, SpecError::Mount("nonsense".into()));
     }
 
     #[test]

@@ -17,7 +17,7 @@ mod ready;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use boxd_client::{ExecStream, Paths, spawn, spec, stdio, v1};
+use boxd_client::{ErrorKind, ExecStream, Paths, boxes, spawn, spec, stdio, v1};
 use clap::Parser;
 
 #[derive(Parser, Debug)]
@@ -161,43 +161,36 @@ async fn run(args: Args) -> Result<u8, ProxyError> {
     let name = args.box_name.clone();
     match &args.image {
         Some(image) => {
-            let spec = v1::BoxSpec {
-                image: spec::image_arg(image),
+            let spec = spec::SpecWords {
+                image,
                 cpus: args.cpus,
                 memory_mib: args.memory_mib,
-                disk_size_gb: None,
-                mounts: args
-                    .mounts
-                    .iter()
-                    .map(|m| spec::parse_mount(m))
-                    .collect::<Result<_, _>>()?,
-                allow_net: args.allow_net.clone(),
-                env: env.clone(),
-                working_dir: args.workdir.clone().unwrap_or_default(),
-                secrets: args
-                    .secrets
-                    .iter()
-                    .map(|s| spec::parse_secret(s))
-                    .collect::<Result<_, _>>()?,
-                ports: args
-                    .publish
-                    .iter()
-                    .map(|p| spec::parse_publish(p))
-                    .collect::<Result<_, _>>()?,
+                mounts: &args.mounts,
+                allow_net: &args.allow_net,
+                env: &args.env,
+                working_dir: args.workdir.as_deref(),
+                secrets: &args.secrets,
+                publish: &args.publish,
+                ..Default::default()
+            }
+            .parse()?;
+            // A missing image is pulled first; its steps are told with -v.
+            let on_pull = |e: &boxes::PullEvent| {
+                if let Some(step) = pull_step(e) {
+                    tracing::debug!("pulling {image}: {step}");
+                }
+                std::future::ready(())
             };
-            let created = client
-                .create_box(v1::CreateBoxRequest {
-                    name: name.clone(),
-                    spec: Some(spec),
-                })
-                .await?
-                .into_inner();
+            let created = boxes::create_or_reuse(&mut client, &name, spec, on_pull).await?;
             for w in &created.warnings {
                 tracing::warn!("{w}");
             }
             tracing::debug!(
                 "box {name} {} after {:?}",
-                if created.created { "created" } else { "reused" },
+                match created.outcome {
+                    boxes::Outcome::Created => "created",
+                    boxes::Outcome::Reused => "reused",
+                },
                 begin.elapsed()
             );
         }
@@ -205,7 +198,7 @@ async fn run(args: Args) -> Result<u8, ProxyError> {
             let found = client
                 .inspect_box(v1::InspectBoxRequest { name: name.clone() })
                 .await;
-            if matches!(&found, Err(s) if s.code() == boxd_client::tonic::Code::NotFound) {
+            if matches!(&found, Err(s) if ErrorKind::of_status(s) == ErrorKind::NotFound) {
                 return Err(ProxyError::NoImage(name));
             }
             found?;
@@ -268,4 +261,17 @@ async fn run(args: Args) -> Result<u8, ProxyError> {
         tracing::error!("{}", exit.error);
     }
     Ok(stdio::exit_code(&exit))
+}
+
+/// One step of a pull, in words, for the verbose log (byte counts left
+/// out: they come many times a second).
+fn pull_step(e: &boxes::PullEvent) -> Option<String> {
+    use boxes::PullEvent;
+    Some(match e {
+        PullEvent::Started(s) => format!("{} layers, {} bytes", s.layers.len(), s.total_bytes),
+        PullEvent::Progress(_) => return None,
+        PullEvent::LayerDone(d) => format!("layer {d} done"),
+        PullEvent::Unpacking(_) => "unpacking".into(),
+        PullEvent::Done(i) => format!("done ({})", i.digest),
+    })
 }

@@ -4,13 +4,13 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use boxd_proto::tonic::{Code, Status};
+use boxd_proto::tonic::Status;
 use boxd_proto::v1::{self, exec_request::Msg};
 
 use super::ExecStream;
 use super::acks::{OutputOffsets, OutputStream};
 use super::call::{call, is_transport};
-use crate::ConnectError;
+use crate::{ConnectError, ErrorKind};
 
 /// How long a reconnecting stream tries to reach the daemon again.
 pub const RECONNECT_WITHIN: Duration = Duration::from_secs(30);
@@ -126,13 +126,19 @@ impl ExecStream {
         };
         let (link, call, started) = match call(&mut client, Msg::Attach(attach)).await {
             Ok(ok) => ok,
-            Err(s) if s.code() == Code::NotFound => {
+            Err(s) if ErrorKind::of_status(&s) == ErrorKind::NotFound => {
                 return Err(Attempt::Fatal(Status::not_found(format!(
                     "exec {} is gone: the daemon that came back does not know it",
                     self.exec_id
                 ))));
             }
-            Err(s) if is_transport(&s) || s.code() == Code::Unavailable => {
+            Err(s)
+                if is_transport(&s)
+                    || matches!(
+                        ErrorKind::of_status(&s),
+                        ErrorKind::LostDaemon | ErrorKind::Unavailable
+                    ) =>
+            {
                 return Err(Attempt::Retry(s.message().to_owned()));
             }
             Err(s) => return Err(Attempt::Fatal(s)),
