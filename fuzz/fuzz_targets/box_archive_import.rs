@@ -6,8 +6,9 @@
 //! records, files larger than the cap). Never a panic; nothing outside the
 //! import's directory is touched (a host file beside it keeps its bytes,
 //! inode and single link, and no other name appears there); what is
-//! unpacked holds no FIFO, no block device and no character device but a
-//! whiteout (0:0), and its regular files add up to no more than the cap.
+//! unpacked holds no block device and no character device but a whiteout
+//! (0:0) (FIFOs a box made travel as such), and its regular files add up
+//! to no more than the cap.
 #![no_main]
 
 use std::fs;
@@ -164,7 +165,6 @@ fn check_tree(dir: &Path) -> u64 {
     for e in entries.flatten() {
         let meta = fs::symlink_metadata(e.path()).unwrap();
         let t = meta.file_type();
-        assert!(!t.is_fifo(), "a FIFO was made: {:?}", e.path());
         assert!(!t.is_block_device(), "a block device was made: {:?}", e.path());
         assert!(
             !t.is_char_device() || meta.rdev() == 0,
