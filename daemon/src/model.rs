@@ -1,8 +1,10 @@
-//! boxd's own model: boxes, their specs and states, events, images and
-//! pull progress, as the registry, the engines and the image store speak
-//! of them. The wire (`boxd_proto::v1`) appears in exactly two places:
-//! `validate.rs` turns requests into these types (parsing each value once),
-//! `service/wire.rs` turns these types into replies.
+//! boxd's own model: boxes, their specs and states, events, exec requests,
+//! images and pull progress, as the registry, the engines and the image
+//! store speak of them. Requests become the model in `validate.rs` (each
+//! value parsed once), the model becomes replies in `service/wire.rs`; the
+//! only other place the wire (`boxd_proto::v1`) appears below the service
+//! is an exec's output stream (`execs.rs`), whose messages go to the
+//! client as they are made.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
