@@ -57,9 +57,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const BODY_BUDGET: u32 = 64 * 1024 * 1024;
 
 /// hyper's HTTP/1 server as the proxy runs it: the head bounded like
-/// before hyper (64 KiB, 256 fields) and due within [`HEAD_TIMEOUT`];
-/// header names kept as the box wrote them (hyper's own in title case);
-/// no `Date` added to relayed responses.
+/// before hyper (64 KiB, 256 fields) and due within [`HEAD_TIMEOUT`]; a
+/// client that closes its sending side after the request (`nc`) still
+/// gets the answer; header names kept as the box wrote them (hyper's own
+/// in title case); no `Date` added to relayed responses.
 pub fn server() -> http1::Builder {
     let mut builder = http1::Builder::new();
     builder
@@ -67,6 +68,7 @@ pub fn server() -> http1::Builder {
         .header_read_timeout(HEAD_TIMEOUT)
         .max_header_size(HEAD_LIMIT)
         .max_headers(MAX_HEADERS)
+        .half_close(true)
         .title_case_headers(true)
         .preserve_header_case(true)
         .auto_date_header(false);

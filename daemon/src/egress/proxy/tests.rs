@@ -575,3 +575,27 @@ async fn shutdown_closes_every_connection() {
         "still listening"
     );
 }
+
+#[tokio::test]
+async fn a_client_that_closes_its_sending_side_still_gets_the_answer() {
+    // As `printf ... | nc` does: the request, then EOF, then the answer.
+    let mirror = mirror_server().await;
+    let proxy = start(&["127.0.0.1"], vec![], MAX_CONNECTIONS).await;
+    let get = format!("GET http://127.0.0.1:{}/x HTTP/1.1\r\n\r\n", mirror.port());
+    for (request, answer) in [
+        (get.as_bytes(), "HTTP/1.1 200 OK\r\n"),
+        (b"CONNECT example.com:443 HTTP/1.1\r\n\r\n", "HTTP/1.1 403 "),
+    ] {
+        for _ in 0..10 {
+            let mut s = TcpStream::connect(proxy.addr).await.unwrap();
+            s.write_all(request).await.unwrap();
+            s.shutdown().await.unwrap();
+            let mut reply = String::new();
+            timeout(WAIT, s.read_to_string(&mut reply))
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(reply.starts_with(answer), "{reply:?}");
+        }
+    }
+}
