@@ -67,10 +67,10 @@ bench: deps
 
 # Fuzz the JSONL line reader/request parser, the output encoder, request
 # validation, the namespace engine's bubblewrap translation, `docker save`
-# import and layer unpacking (cargo-fuzz
+# import, layer unpacking and the egress proxy's request handling (cargo-fuzz
 # on the stable toolchain; FUZZ_SECONDS per target, FUZZ_TARGETS to pick).
 FUZZ_SECONDS ?= 300
-FUZZ_TARGETS ?= jsonl_request jsonl_output box_request bwrap_args image_import layer_unpack
+FUZZ_TARGETS ?= jsonl_request jsonl_output box_request bwrap_args image_import layer_unpack egress_request
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && for t in $(FUZZ_TARGETS); do \
