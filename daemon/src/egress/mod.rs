@@ -25,10 +25,21 @@
 //! address), an allowed upstream that echoes a substituted value back.
 //! An IP entry such as `127.0.0.1` names the host's loopback, not the box's.
 
+mod client_io;
+mod forward;
+#[doc(hidden)]
+pub mod fuzzing;
 mod policy;
 mod proxy;
+mod reply;
+mod request;
 mod traffic;
+mod tunnel;
 
 pub use policy::{AllowList, PolicyError, Secret, Secrets};
 pub use proxy::{MAX_CONNECTIONS, Proxy};
+#[doc(hidden)]
+pub use reply::Reply;
+#[doc(hidden)]
+pub use request::{BODY_LIMIT, BodyPlan, Forward, Plan, Rules};
 pub use traffic::Traffic;
