@@ -329,22 +329,39 @@ async fn box_symlinks_resolve_inside_the_box() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_client_that_goes_away_mid_copy_ends_the_copy() {
+/// How many copies run in box `name` (each is a zygote's child).
+async fn copies(c: &mut Client, name: &str) -> String {
+    sh(c, name, "ps -o args | grep -c '[_]_nsexec' || true").await
+}
+
+/// [`copies`], asked again for up to 10 s until it says `want`.
+async fn copies_until(c: &mut Client, name: &str, want: &str) -> String {
+    let mut seen = String::new();
+    for _ in 0..100 {
+        seen = copies(c, name).await;
+        if seen == want {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    seen
+}
+
+/// A running box `name` with 256 MiB in `/tmp/z`, and a `boxctl cp` of it
+/// to stdout that has been read for 1 MiB and then left unread (so the
+/// copy is held mid-way in the box).
+async fn copy_out_held(d: &Daemon, c: &mut Client, name: &str) -> std::process::Child {
     use std::io::Read;
-    let d = Daemon::start();
-    let mut c = d.client().await;
-    up(&mut c, "k", busybox_spec()).await;
+    up(c, name, busybox_spec()).await;
     sh(
-        &mut c,
-        "k",
+        c,
+        name,
         "dd if=/dev/zero of=/tmp/z bs=1M count=256 2>/dev/null",
     )
     .await;
-    let copies = "ps -o args | grep -c '[_]_nsexec' || true";
     let mut child = d
         .boxctl()
-        .args(["cp", "k:/tmp/z", "-"])
+        .args(["cp", &format!("{name}:/tmp/z"), "-"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -356,9 +373,17 @@ async fn a_client_that_goes_away_mid_copy_ends_the_copy() {
         .unwrap()
         .read_exact(&mut first)
         .unwrap();
+    child
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_goes_away_mid_copy_ends_the_copy() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let mut child = copy_out_held(&d, &mut c, "k").await;
     // The copy runs in the box (held back by the unread pipe), and is no
     // one's exec.
-    assert_eq!(sh(&mut c, "k", copies).await, "1\n");
+    assert_eq!(copies(&mut c, "k").await, "1\n");
     let execs = c
         .list_execs(boxd_client::v1::ListExecsRequest {
             box_name: "k".into(),
@@ -369,14 +394,7 @@ async fn a_client_that_goes_away_mid_copy_ends_the_copy() {
     assert!(execs.execs.iter().all(|e| e.command == "sh"), "{execs:?}");
     child.kill().unwrap();
     child.wait().unwrap();
-    let mut left = String::new();
-    for _ in 0..100 {
-        left = sh(&mut c, "k", copies).await;
-        if left == "0\n" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let mut left = copies_until(&mut c, "k", "0\n").await;
     assert_eq!(left, "0\n", "the copy outlived its client");
 
     // The same going in: a client that leaves halfway through an archive.
@@ -395,70 +413,28 @@ async fn a_client_that_goes_away_mid_copy_ends_the_copy() {
     let mut stdin = child.stdin.take().unwrap();
     std::io::Write::write_all(&mut stdin, h.as_bytes()).unwrap();
     std::io::Write::write_all(&mut stdin, &vec![7u8; 1 << 20]).unwrap();
-    let mut seen = String::new();
-    for _ in 0..100 {
-        seen = sh(&mut c, "k", copies).await;
-        if seen == "1\n" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let seen = copies_until(&mut c, "k", "1\n").await;
     assert_eq!(seen, "1\n", "the copy in never ran");
     child.kill().unwrap();
     child.wait().unwrap();
     drop(stdin);
-    for _ in 0..100 {
-        left = sh(&mut c, "k", copies).await;
-        if left == "0\n" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    left = copies_until(&mut c, "k", "0\n").await;
     assert_eq!(left, "0\n", "the copy in outlived its client");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_copy_the_daemon_left_behind_is_killed_when_it_returns() {
-    use std::io::Read;
     let mut d = Daemon::start();
     let mut c = d.client().await;
-    up(&mut c, "r", busybox_spec()).await;
-    sh(
-        &mut c,
-        "r",
-        "dd if=/dev/zero of=/tmp/z bs=1M count=256 2>/dev/null",
-    )
-    .await;
-    let copies = "ps -o args | grep -c '[_]_nsexec' || true";
-    let mut child = d
-        .boxctl()
-        .args(["cp", "r:/tmp/z", "-"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = vec![0u8; 1 << 20];
-    child
-        .stdout
-        .as_mut()
-        .unwrap()
-        .read_exact(&mut first)
-        .unwrap();
-    assert_eq!(sh(&mut c, "r", copies).await, "1\n");
+    let mut child = copy_out_held(&d, &mut c, "r").await;
+    assert_eq!(copies(&mut c, "r").await, "1\n");
     // A crash: the daemon's side of the copy never runs its cleanup.
     d.kill();
     let _ = child.kill();
     let _ = child.wait();
     d.restart();
     let mut c = d.client().await;
-    let mut left = String::new();
-    for _ in 0..100 {
-        left = sh(&mut c, "r", copies).await;
-        if left == "0\n" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let left = copies_until(&mut c, "r", "0\n").await;
     assert_eq!(left, "0\n", "a copy outlived the daemon that ran it");
     let execs = c
         .list_execs(boxd_client::v1::ListExecsRequest {
