@@ -17,6 +17,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use boxd_tests::bench::env_or;
 use boxd_tests::*;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -59,14 +60,8 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() {
-    let iters: usize = std::env::var("BENCH_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
-    let bytes: u64 = std::env::var("BENCH_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1 << 30);
+    let iters: usize = env_or("BENCH_ITERS", 200);
+    let bytes: u64 = env_or("BENCH_BYTES", 1 << 30);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -12,31 +12,15 @@
 //! succeeded with the right size.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
+use boxd_tests::bench::{env_or, timed};
 use boxd_tests::podman::Podman;
 use boxd_tests::{Daemon, busybox};
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn run(cmd: &mut Command) -> Duration {
-    cmd.stdin(Stdio::null());
-    let t = Instant::now();
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    let took = t.elapsed();
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    took
+    timed(cmd).0
 }
 
 fn sh(script: &str) -> Command {
@@ -62,8 +46,8 @@ struct Tool {
 }
 
 fn main() {
-    let mib = env_u64("BENCH_CP_MIB", 1024);
-    let iters = env_u64("BENCH_CP_ITERS", 3).max(1) as usize;
+    let mib = env_or::<u64>("BENCH_CP_MIB", 1024);
+    let iters = env_or::<u64>("BENCH_CP_ITERS", 3).max(1) as usize;
     let bytes = mib << 20;
     let work = tempfile::Builder::new()
         .prefix("boxd-bench-cp-")

@@ -27,21 +27,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use boxd_tests::bench::{env_or, timed};
 use boxd_tests::podman::Podman;
 use boxd_tests::{Daemon, agent::workspace, busybox};
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
-    let busybox_iters = env_usize("BENCH_LIFECYCLE_BUSYBOX", 20);
-    let node_iters = env_usize("BENCH_LIFECYCLE_NODE", 10);
+    let busybox_iters = env_or::<usize>("BENCH_LIFECYCLE_BUSYBOX", 20);
+    let node_iters = env_or::<usize>("BENCH_LIFECYCLE_NODE", 10);
 
     let mut images = vec![Image {
         label: "busybox",
@@ -157,22 +151,6 @@ fn node_image() -> Result<PathBuf, String> {
     Ok(PathBuf::from(
         String::from_utf8_lossy(&out.stdout).trim().to_owned(),
     ))
-}
-
-/// Runs `cmd` to completion, panicking with its stderr if it fails, and
-/// returns how long it took and its stdout.
-fn timed(cmd: &mut Command) -> (Duration, String) {
-    cmd.stdin(Stdio::null());
-    let t = Instant::now();
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    let took = t.elapsed();
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (took, String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// One box through `boxctl`: create, start, exec `true`, rm.

@@ -13,6 +13,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use boxd_tests::bench::env_or;
 use boxd_tests::*;
 
 /// One HTTP/1.0 GET; the bytes read (head and body).
@@ -62,14 +63,8 @@ fn measure(addr: SocketAddr, iters: usize, bytes: u64) -> (f64, f64, f64) {
 }
 
 fn main() {
-    let iters: usize = std::env::var("BENCH_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
-    let bytes: u64 = std::env::var("BENCH_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256 << 20);
+    let iters: usize = env_or("BENCH_ITERS", 200);
+    let bytes: u64 = env_or("BENCH_BYTES", 256 << 20);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -3,6 +3,7 @@
 //! library and through `boxctl`.
 
 pub mod agent;
+pub mod bench;
 pub mod image;
 pub mod podman;
 pub mod registry;
