@@ -80,7 +80,7 @@ used=$("$BOXCTL" exec "$BOX" -- sh -c 'du -sxm / 2>/dev/null | cut -f1')
 
 say "proof of concept: box reuse and the first ACP reply on a warm box"
 r0=$(now)
-"$PROXY" --quiet --box "$BOX" -- true
+"$PROXY" --raw --quiet --box "$BOX" -- true
 reused=$(now)
 "$BOXCTL" exec "$BOX" -- npm install -g --ignore-scripts --no-audit --no-fund "$PI_ACP" >/dev/null 2>&1
 a0=$(now)

@@ -75,6 +75,7 @@ pub async fn attach(ctx: &Ctx, args: AttachArgs) -> Result<u8, Failure> {
         stdin: args.interactive,
         tty,
         signals: args.interactive,
+        stderr: None,
     };
     let exit = stdio::attach(exec, how).await?;
     if !exit.error.is_empty() {

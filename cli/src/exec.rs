@@ -133,6 +133,7 @@ async fn stream(
         stdin: flags.interactive,
         tty: flags.tty,
         signals: true,
+        stderr: None,
     };
     let exit = stdio::attach(exec, how)
         .await

@@ -23,6 +23,7 @@ mod exec;
 pub mod jsonl;
 pub mod spawn;
 pub mod spec;
+pub mod stderr;
 pub mod stdio;
 pub mod trust;
 

@@ -3,11 +3,20 @@
 //! Several clients may start at once (an agent host launching proxies in
 //! parallel); each spawns a `boxd`, exactly one wins the home lock, the
 //! others exit at once, and every client waits for the winner to answer.
+//!
+//! A client whose socket is only derived (no flag, no `BOXD_SOCKET`) may
+//! not agree with the daemon on it: an agent host that passes its agents
+//! only `HOME`, `PATH` and a few more leaves out `XDG_RUNTIME_DIR`. The
+//! home is what they share, so the home lock's record
+//! ([`boxd_proto::lockfile`]) says where its daemon serves, and the client
+//! goes there instead of starting a second daemon that could only fail.
 
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use boxd_proto::lockfile;
 
 use crate::{Client, ConnectError, Paths, connect_described, v1};
 
@@ -34,6 +43,15 @@ pub enum SpawnError {
     },
     #[error("boxd did not answer within {} s; see {log}", START_TIMEOUT.as_secs())]
     Timeout { log: PathBuf },
+    #[error(
+        "boxd (pid {pid}) serves {home} on {serving}, not on {asked}; give --socket {serving} (or BOXD_SOCKET), or leave the socket out"
+    )]
+    ServesElsewhere {
+        pid: String,
+        home: PathBuf,
+        serving: PathBuf,
+        asked: PathBuf,
+    },
     #[error(transparent)]
     Connect(#[from] ConnectError),
 }
@@ -61,22 +79,26 @@ pub struct Running {
     pub client: Client,
     pub describe: v1::DescribeResponse,
     pub origin: Origin,
+    /// The socket it answered on (reconnect there): `paths.socket`, or the
+    /// one the home lock named.
+    pub socket: PathBuf,
 }
 
 /// Connects to the daemon, starting it first (detached, in its own process
 /// group, its stderr appended to `HOME/logs/boxd.stderr`) when nothing
-/// answers on the socket.
+/// answers on the socket and no daemon holds the home. Never waits out a
+/// start that already failed: a `boxd` that exits while no daemon holds the
+/// home is reported at once with the last line it logged.
 pub async fn ensure_running(
     paths: &Paths,
     boxd: &Path,
     args: &[String],
 ) -> Result<Running, SpawnError> {
-    if let Some((client, describe)) = try_describe(paths).await? {
-        return Ok(Running {
-            client,
-            describe,
-            origin: Origin::AlreadyRunning,
-        });
+    if let Some(running) = try_describe(&paths.socket, Origin::AlreadyRunning).await? {
+        return Ok(running);
+    }
+    if let Some(running) = serving_elsewhere(paths).await? {
+        return Ok(running);
     }
     let logs = paths.home.join("logs");
     // Private, as the daemon would make them (umask 077).
@@ -115,57 +137,71 @@ pub async fn ensure_running(
         source,
     })?;
     let deadline = Instant::now() + START_TIMEOUT;
-    let mut exited = None;
+    let mut ours_exited = false;
     while Instant::now() < deadline {
-        if let Some((client, describe)) = try_describe(paths).await? {
+        if let Some(running) = try_describe(&paths.socket, Origin::Started).await? {
             // Reap our child later if it lost the race; it exits on its own.
             std::thread::spawn(move || child.wait());
-            return Ok(Running {
-                client,
-                describe,
-                origin: Origin::Started,
-            });
+            return Ok(running);
         }
-        if exited.is_none()
-            && let Ok(Some(status)) = child.try_wait()
-        {
+        if !ours_exited && let Ok(Some(status)) = child.try_wait() {
+            ours_exited = true;
             // Another boxd holding the home lock means another client won
-            // the race: keep waiting for it. Otherwise ours failed.
-            if !lock_held(&paths.home) {
+            // the race: wait for it (below). Otherwise ours failed.
+            if lockfile::holder(&paths.home).is_none() {
                 return Err(SpawnError::Exited {
                     status,
                     last_line: last_line(&log),
                     log,
                 });
             }
-            exited = Some(status);
+        }
+        if ours_exited {
+            // The winner may serve another socket: go there.
+            if let Some(running) = serving_elsewhere(paths).await? {
+                return Ok(running);
+            }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Err(SpawnError::Timeout { log })
 }
 
-/// The daemon, if one answers; a daemon of another protocol, or a socket
-/// this user cannot trust (another user's, or open to others), is an
-/// error, not a reason to start a second one.
-async fn try_describe(paths: &Paths) -> Result<Option<(Client, v1::DescribeResponse)>, SpawnError> {
-    match connect_described(&paths.socket).await {
-        Ok(found) => Ok(Some(found)),
+/// The daemon that holds `paths.home` when its lock says it serves
+/// another socket than `paths.socket` and it answers there. An explicit
+/// socket is not overridden: that is an error naming both.
+async fn serving_elsewhere(paths: &Paths) -> Result<Option<Running>, SpawnError> {
+    let Some(holder) = lockfile::holder(&paths.home) else {
+        return Ok(None);
+    };
+    let Some(serving) = holder.socket.filter(|s| *s != paths.socket) else {
+        return Ok(None);
+    };
+    if !paths.socket_is_default {
+        return Err(SpawnError::ServesElsewhere {
+            pid: holder.pid,
+            home: paths.home.clone(),
+            serving,
+            asked: paths.socket.clone(),
+        });
+    }
+    try_describe(&serving, Origin::AlreadyRunning).await
+}
+
+/// The daemon, if one answers on `socket`; a daemon of another protocol,
+/// or a socket this user cannot trust (another user's, or open to others),
+/// is an error, not a reason to start a second one.
+async fn try_describe(socket: &Path, origin: Origin) -> Result<Option<Running>, SpawnError> {
+    match connect_described(socket).await {
+        Ok((client, describe)) => Ok(Some(Running {
+            client,
+            describe,
+            origin,
+            socket: socket.to_path_buf(),
+        })),
         Err(e @ (ConnectError::Protocol { .. } | ConnectError::Untrusted { .. })) => Err(e.into()),
         Err(_) => Ok(None),
     }
-}
-
-/// Whether some process holds the daemon's home lock right now.
-fn lock_held(home: &Path) -> bool {
-    use std::os::fd::AsRawFd;
-    let Ok(file) = std::fs::File::open(home.join("boxd.lock")) else {
-        return false;
-    };
-    // SAFETY: flock on a file descriptor we own; the shared lock (if we get
-    // it) is released when `file` is closed below.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-    rc != 0
 }
 
 fn last_line(log: &Path) -> String {

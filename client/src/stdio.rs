@@ -14,12 +14,13 @@ use std::io::{IsTerminal, Read, Write};
 use boxd_proto::tonic::Status;
 use boxd_proto::v1;
 
+use crate::stderr::Sink;
 use crate::{ExecEvent, ExecInput, ExecStream, Reconnect};
 
 /// Exit code when the command could not be started or its exit is unknown.
 pub const EXEC_FAILED: u8 = 125;
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Clone, Default)]
 pub struct Attach {
     /// Stream this process's stdin to the command.
     pub stdin: bool,
@@ -29,6 +30,10 @@ pub struct Attach {
     /// this process as usual (a client that merely attached to an exec
     /// leaves it running).
     pub signals: bool,
+    /// Where the command's stderr and this module's own lines go: a
+    /// [`Sink`] that never blocks (for a process whose host may not read
+    /// its stderr), or `None` for this process's stderr as it is.
+    pub stderr: Option<Sink>,
 }
 
 /// Pumps stdio until the command exits and returns its exit.
@@ -37,9 +42,15 @@ pub async fn attach(exec: ExecStream, how: Attach) -> Result<v1::ExecExit, Statu
     let raw = RawMode::enter(how.tty && std::io::stdin().is_terminal());
     // A terminal in raw mode needs its carriage return.
     let eol = if raw.0.is_some() { "\r\n" } else { "\n" };
-    let mut exec = exec.on_reconnect(move |r| {
-        let _ = write!(std::io::stderr(), "{}{eol}", reconnect_line(r));
-    });
+    let err_sink = how.stderr.clone();
+    let to_stderr = move |b: &[u8]| match &err_sink {
+        Some(s) => s.write(b),
+        None => {
+            let _ = std::io::stderr().write_all(b);
+        }
+    };
+    let hook = to_stderr.clone();
+    let mut exec = exec.on_reconnect(move |r| hook(format!("{}{eol}", reconnect_line(r)).as_bytes()));
     if how.stdin {
         pump_stdin(input.clone());
     }
@@ -47,7 +58,6 @@ pub async fn attach(exec: ExecStream, how: Attach) -> Result<v1::ExecExit, Statu
         forward_signals(input.clone(), how.tty);
     }
     let mut stdout = std::io::stdout();
-    let mut stderr = std::io::stderr();
     loop {
         match exec.next().await? {
             Some(ExecEvent::Stdout(b)) => {
@@ -56,9 +66,7 @@ pub async fn attach(exec: ExecStream, how: Attach) -> Result<v1::ExecExit, Statu
                     let _ = input.signal("SIGPIPE").await;
                 }
             }
-            Some(ExecEvent::Stderr(b)) => {
-                let _ = stderr.write_all(&b);
-            }
+            Some(ExecEvent::Stderr(b)) => to_stderr(&b),
             Some(ExecEvent::Exit(exit)) => return Ok(exit),
             None => return Err(Status::unavailable("boxd ended the exec without an exit")),
         }
@@ -147,7 +155,9 @@ fn pump_stdin(input: ExecInput) {
     });
 }
 
-fn forward_signals(input: ExecInput, tty: bool) {
+/// Forwards SIGINT, SIGTERM and SIGHUP that this process gets to the
+/// command (and SIGWINCH as a resize, on a TTY).
+pub fn forward_signals(input: ExecInput, tty: bool) {
     use tokio::signal::unix::{SignalKind, signal};
     for (kind, name) in [
         (SignalKind::interrupt(), "SIGINT"),

@@ -1,11 +1,13 @@
 //! One daemon per home: an exclusive `flock` on `HOME/boxd.lock`, held for
 //! the daemon's lifetime and released by the kernel when it exits, with the
-//! holder's pid written inside for the error message.
+//! holder's pid and socket written inside (`boxd_proto::lockfile`): for the
+//! error message, and for clients that look for the daemon of a home.
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
+use boxd_proto::lockfile;
 use nix::fcntl::{Flock, FlockArg};
 
 pub struct HomeLock {
@@ -26,8 +28,9 @@ pub enum LockError {
 }
 
 impl HomeLock {
-    pub fn acquire(home: &Path) -> Result<HomeLock, LockError> {
-        let path = home.join("boxd.lock");
+    /// Takes `home`'s lock for a daemon serving `socket`.
+    pub fn acquire(home: &Path, socket: &Path) -> Result<HomeLock, LockError> {
+        let path = lockfile::path(home);
         let io = |source| LockError::Io {
             path: path.clone(),
             source,
@@ -42,9 +45,9 @@ impl HomeLock {
         let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(l) => l,
             Err((mut file, _)) => {
-                let mut pid = String::new();
-                let _ = file.read_to_string(&mut pid);
-                let pid = pid.trim().to_owned();
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                let pid = lockfile::Holder::parse(&text).pid;
                 let pid = if pid.is_empty() {
                     "unknown".into()
                 } else {
@@ -58,7 +61,8 @@ impl HomeLock {
         };
         lock.set_len(0).map_err(io)?;
         lock.rewind().map_err(io)?;
-        writeln!(lock, "{}", std::process::id()).map_err(io)?;
+        lock.write_all(lockfile::Holder::format(std::process::id(), socket).as_bytes())
+            .map_err(io)?;
         Ok(HomeLock { _lock: lock })
     }
 }
@@ -70,10 +74,13 @@ mod tests {
     #[test]
     fn second_lock_names_the_holder() {
         let home = tempfile::tempdir().unwrap();
-        let _first = HomeLock::acquire(home.path()).unwrap();
+        let socket = home.path().join("run/boxd.sock");
+        let _first = HomeLock::acquire(home.path(), &socket).unwrap();
+        let holder = lockfile::holder(home.path()).expect("held");
+        assert_eq!(holder.socket.as_deref(), Some(socket.as_path()));
         // flock locks belong to the open file description, so a second open
         // in the same process conflicts just like another process would.
-        match HomeLock::acquire(home.path()) {
+        match HomeLock::acquire(home.path(), &socket) {
             Err(LockError::Held { pid, .. }) => assert_eq!(pid, std::process::id().to_string()),
             Ok(_) => panic!("a second lock was granted"),
             Err(e) => panic!("expected Held, got {e}"),

@@ -123,6 +123,7 @@ fn main() -> ExitCode {
         let paths = Paths {
             socket: settings.socket,
             home: settings.home,
+            socket_is_default: false,
         };
         return ExitCode::from(doctor::report(&doctor::run(&paths), json));
     }
@@ -170,6 +171,7 @@ async fn run(
     let paths = Paths {
         socket: settings.socket.clone(),
         home: settings.home.clone(),
+        socket_is_default: false,
     };
     // Everything the daemon writes is private to its user.
     // SAFETY: umask has no preconditions.
@@ -177,7 +179,7 @@ async fn run(
     std::fs::create_dir_all(&paths.home)
         .map_err(|e| format!("create {}: {e}", paths.home.display()))?;
     let _log_guard = logging::init(&paths.home.join("logs"));
-    let _lock = lock::HomeLock::acquire(&paths.home).map_err(|e| e.to_string())?;
+    let _lock = lock::HomeLock::acquire(&paths.home, &paths.socket).map_err(|e| e.to_string())?;
     let open_files = limits::raise();
     tracing::debug!(open_files, "open-file limit");
 

@@ -1,10 +1,12 @@
 //! Making a box ready: the probe, and provisioning only when it fails.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::sync::Arc;
 use std::time::Instant;
 
+use boxd_client::stderr::Sink;
 use boxd_client::{Client, ExecEvent, ExecStream, v1};
+use tokio::sync::Notify;
 
 use crate::ProxyError;
 
@@ -28,17 +30,22 @@ impl Outcome {
 }
 
 /// Runs the probe; when it fails, runs the provisioning command (its output
-/// on stderr) and the probe again, which must then pass.
+/// on stderr, which never blocks: [`Sink`]) and the probe again, which must
+/// then pass. When `client_gone` is told (the client closed stdin) before or
+/// while provisioning runs, provisioning is stopped (its exec goes with
+/// the dropped stream) and [`ProxyError::ClientGone`] returned.
 pub async fn ensure(
     client: &mut Client,
     shell: &Shell<'_>,
     probe: Option<&str>,
     provision: Option<&str>,
+    client_gone: Option<Arc<Notify>>,
 ) -> Result<(), ProxyError> {
+    let gone = client_gone.as_deref();
     let Some(probe) = probe else {
         if let Some(provision) = provision {
             // No way to tell whether it is needed: always provision.
-            run_provision(client, shell, provision).await?;
+            provision_unless_gone(client, shell, provision, gone).await?;
         }
         return Ok(());
     };
@@ -63,7 +70,7 @@ pub async fn ensure(
             describe(&first.exit)
         )));
     };
-    run_provision(client, shell, provision).await?;
+    provision_unless_gone(client, shell, provision, gone).await?;
     let again = run(client, shell, probe, false).await?;
     if !again.ok() {
         return Err(ProxyError::NotReady(format!(
@@ -73,6 +80,22 @@ pub async fn ensure(
         )));
     }
     Ok(())
+}
+
+/// [`run_provision`], stopped when the client goes.
+async fn provision_unless_gone(
+    client: &mut Client,
+    shell: &Shell<'_>,
+    provision: &str,
+    gone: Option<&Notify>,
+) -> Result<(), ProxyError> {
+    match gone {
+        Some(gone) => tokio::select! {
+            r = run_provision(client, shell, provision) => r,
+            _ = gone.notified() => Err(ProxyError::ClientGone(shell.box_name.to_owned())),
+        },
+        None => run_provision(client, shell, provision).await,
+    }
 }
 
 async fn run_provision(
@@ -95,7 +118,8 @@ async fn run_provision(
 }
 
 /// `sh -c CMD` in the box, no stdin. With `stream`, its stdout and stderr go
-/// to our stderr as they arrive (never to stdout); otherwise they are kept.
+/// to our stderr as they arrive (never to stdout, and never blocking when
+/// nobody reads stderr); otherwise they are kept.
 async fn run(
     client: &mut Client,
     shell: &Shell<'_>,
@@ -115,12 +139,12 @@ async fn run(
     )
     .await?;
     let mut output = Vec::new();
-    let mut stderr = std::io::stderr();
+    let stderr = Sink::global();
     loop {
         match exec.next().await? {
             Some(ExecEvent::Stdout(b) | ExecEvent::Stderr(b)) => {
                 if stream {
-                    let _ = stderr.write_all(&b);
+                    stderr.write(&b);
                 } else if output.len() < 64 * 1024 {
                     output.extend_from_slice(&b);
                 }

@@ -1,10 +1,12 @@
 //! The boxd API, generated from `proto/boxd/v1/boxd.proto`, with what the
 //! daemon and its clients must agree on beside it: where the socket is
-//! ([`paths`]) and the transport's limits ([`wire`]).
+//! ([`paths`], and [`lockfile`]: which daemon holds a home and where it
+//! serves) and the transport's limits ([`wire`]).
 //!
 //! `tonic` and `prost` are re-exported so that every client and the daemon
 //! use exactly the versions the code was generated for.
 
+pub mod lockfile;
 pub mod paths;
 
 pub use bytes;

@@ -23,6 +23,10 @@ pub struct Paths {
     pub socket: PathBuf,
     /// The state directory: boxes, images, logs, the lock.
     pub home: PathBuf,
+    /// No flag or `BOXD_SOCKET` named the socket (it was derived from the
+    /// home or the per-user directories): a client may then follow the
+    /// home's lock to the socket its daemon serves ([`crate::lockfile`]).
+    pub socket_is_default: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +65,7 @@ impl Paths {
             Some(h) => absolute("BOXD_HOME", h)?,
             None => default_home()?,
         };
+        let socket_is_default = socket.is_none();
         let socket = match socket {
             Some(s) => absolute("BOXD_SOCKET", &s)?,
             None if home_override.is_some() => home.join("run").join("boxd.sock"),
@@ -84,7 +89,11 @@ impl Paths {
                 max: MAX_SOCKET_PATH,
             });
         }
-        Ok(Paths { socket, home })
+        Ok(Paths {
+            socket,
+            home,
+            socket_is_default,
+        })
     }
 }
 

@@ -288,8 +288,17 @@ impl Daemon {
         cmd
     }
 
-    /// A `harness-box-exec` command aimed at this daemon.
+    /// A `harness-box-exec --raw` command aimed at this daemon (byte for
+    /// byte, for commands that are not ACP agents).
     pub fn proxy(&self) -> Command {
+        let mut cmd = self.acp_proxy();
+        cmd.arg("--raw");
+        cmd
+    }
+
+    /// A `harness-box-exec` command aimed at this daemon, in its default
+    /// ACP mode (for ACP agents).
+    pub fn acp_proxy(&self) -> Command {
         let mut cmd = Command::new(bin("harness-box-exec"));
         cmd.env("BOXD_SOCKET", &self.socket)
             .env("BOXD_HOME", &self.home);

@@ -67,7 +67,7 @@ impl Setup {
     }
 
     fn proxy(&self) -> Command {
-        let mut c = self.daemon.proxy();
+        let mut c = self.daemon.acp_proxy();
         c.args(self.proxy_args()).args(["--", "pi-acp"]);
         c
     }

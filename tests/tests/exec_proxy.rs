@@ -343,7 +343,7 @@ fn concurrent_proxies_start_one_daemon() {
             Command::new(boxd_tests::bin("harness-box-exec"))
                 .env_remove("BOXD_SOCKET")
                 .env("BOXD_HOME", &home)
-                .args(["--box", &format!("p{}", i % 2), "--image"])
+                .args(["--raw", "--box", &format!("p{}", i % 2), "--image"])
                 .arg(busybox())
                 .args(["--", "echo", &format!("hello {i}")])
                 .stdin(Stdio::null())

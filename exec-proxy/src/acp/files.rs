@@ -1,0 +1,268 @@
+//! ACP's `fs/read_text_file` and `fs/write_text_file`: forwarded to the
+//! editor when the path is inside a mount (mapped to its host path, so
+//! unsaved buffers and the editor's review of edits keep working), served
+//! in the box otherwise.
+//!
+//! Invariants: the editor is asked only about host paths inside a mount
+//! that resolve, down from the mount's root, with no symlink and no `..`
+//! and end at a regular file or at nothing (a box plants symlinks in what
+//! it shares with the host: such a path is served in the box, where it
+//! means what the box makes it mean); a write into a read-only mount is
+//! refused, never forwarded; what is served in the box is read and written
+//! by boxd in the box (`CopyOut`, an exec), never on the host. Residual
+//! risk, documented: the box may swap a component for a symlink between
+//! the check and the editor's own open of the path.
+
+use std::collections::HashMap;
+use std::io::Read;
+
+use boxd_client::{Client, ExecEvent, ExecStream, v1};
+use serde_json::{Value, json};
+
+use super::jsonrpc::code;
+use super::mounts::{Mounts, OnHost};
+use super::terminals::CallError;
+
+/// The largest file served from the box (16 MiB).
+pub const MAX_FILE: usize = 16 << 20;
+
+/// Where a file request goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Route {
+    /// To the editor, with the path as the host names it.
+    Editor(Value),
+    /// Served in the box, at the path the agent gave.
+    InBox,
+    /// Refused with this error.
+    Refused(i64, String),
+}
+
+/// Decides where `fs/read_text_file` (`write: false`) or
+/// `fs/write_text_file` goes.
+pub fn route(params: &Value, mounts: &Mounts, write: bool) -> Route {
+    let Some(path) = params.get("path").and_then(Value::as_str) else {
+        return Route::Refused(code::INVALID_PARAMS, "path (a string) is required".into());
+    };
+    if !path.starts_with('/') {
+        return Route::Refused(code::INVALID_PARAMS, format!("path {path:?} is not absolute"));
+    }
+    let Some(mapped) = mounts.box_to_host(path) else {
+        return Route::InBox;
+    };
+    if write && mapped.mount.read_only {
+        return Route::Refused(
+            code::INTERNAL_ERROR,
+            format!(
+                "{path} is on a read-only mount ({} → {})",
+                mapped.mount.host.display(),
+                mapped.mount.guest.display()
+            ),
+        );
+    }
+    match Mounts::resolve_on_host(&mapped) {
+        OnHost::File | OnHost::Missing => {
+            let mut forwarded = params.clone();
+            forwarded["path"] = Value::String(mapped.host.to_string_lossy().into_owned());
+            Route::Editor(forwarded)
+        }
+        OnHost::Leaves => Route::InBox,
+    }
+}
+
+/// `fs/read_text_file` in the box: the file boxd copies out of it (a
+/// symlink followed as the box resolves it), as text, from `line` (1-based)
+/// for `limit` lines.
+pub async fn read_in_box(client: &mut Client, box_name: &str, params: &Value) -> Result<Value, CallError> {
+    let path = params.get("path").and_then(Value::as_str).unwrap_or_default();
+    let mut stream = client
+        .copy_out(v1::CopyOutRequest {
+            box_name: box_name.to_owned(),
+            path: path.to_owned(),
+            follow_symlinks: true,
+        })
+        .await
+        .map_err(|s| failed(path, &s))?
+        .into_inner();
+    // A tar of one file: its header, its bytes, padding and the end.
+    let bound = MAX_FILE + 64 * 1024;
+    let mut tar = Vec::new();
+    while let Some(chunk) = stream.message().await.map_err(|s| failed(path, &s))? {
+        tar.extend_from_slice(&chunk.data);
+        if tar.len() > bound {
+            return Err(too_large(path));
+        }
+    }
+    let content = only_file(&tar, path)?;
+    let text = String::from_utf8_lossy(&content);
+    Ok(json!({"content": lines(&text, params)}))
+}
+
+/// The one regular file of a `CopyOut` archive.
+fn only_file(tar: &[u8], path: &str) -> Result<Vec<u8>, CallError> {
+    let mut archive = tar::Archive::new(tar);
+    let mut entries = archive
+        .entries()
+        .map_err(|e| (code::INTERNAL_ERROR, format!("{path}: {e}")))?;
+    let mut entry = match entries.next() {
+        Some(Ok(e)) => e,
+        Some(Err(e)) => return Err((code::INTERNAL_ERROR, format!("{path}: {e}"))),
+        None => return Err((code::INTERNAL_ERROR, format!("{path}: nothing was copied"))),
+    };
+    if !entry.header().entry_type().is_file() {
+        return Err((code::INTERNAL_ERROR, format!("{path} is not a regular file")));
+    }
+    if entry.size() > MAX_FILE as u64 {
+        return Err(too_large(path));
+    }
+    let mut bytes = Vec::new();
+    entry
+        .by_ref()
+        .take(MAX_FILE as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| (code::INTERNAL_ERROR, format!("{path}: {e}")))?;
+    Ok(bytes)
+}
+
+/// `line` (1-based) and `limit` applied to a file's text.
+fn lines(text: &str, params: &Value) -> String {
+    let line = params.get("line").and_then(Value::as_u64);
+    let limit = params.get("limit").and_then(Value::as_u64);
+    if line.is_none() && limit.is_none() {
+        return text.to_owned();
+    }
+    let skip = line.unwrap_or(1).saturating_sub(1) as usize;
+    let take = limit.map_or(usize::MAX, |l| l as usize);
+    text.split('\n').skip(skip).take(take).collect::<Vec<_>>().join("\n")
+}
+
+/// `fs/write_text_file` in the box: `cat` into the path as the box
+/// resolves it (missing directories made first), by an exec of box root.
+pub async fn write_in_box(
+    client: &mut Client,
+    box_name: &str,
+    env: &HashMap<String, String>,
+    params: &Value,
+) -> Result<Value, CallError> {
+    let path = params.get("path").and_then(Value::as_str).unwrap_or_default();
+    let Some(content) = params.get("content").and_then(Value::as_str) else {
+        return Err((code::INVALID_PARAMS, "content (a string) is required".into()));
+    };
+    let script = r#"d=$(dirname -- "$1") && mkdir -p -- "$d" && cat > "$1""#;
+    let mut exec = ExecStream::start(
+        client,
+        v1::ExecStart {
+            box_name: box_name.to_owned(),
+            command: "sh".into(),
+            args: vec!["-c".into(), script.into(), "sh".into(), path.to_owned()],
+            env: env.clone(),
+            stdin: true,
+            timeout_ms: 60_000,
+            ..Default::default()
+        },
+    )
+    .await
+    .map_err(|s| failed(path, &s))?;
+    let input = exec.input();
+    let data = content.as_bytes().to_vec();
+    let feed = tokio::spawn(async move {
+        let _ = input.stdin(data).await;
+        let _ = input.close_stdin().await;
+    });
+    let mut errors = Vec::new();
+    let exit = loop {
+        match exec.next().await.map_err(|s| failed(path, &s))? {
+            Some(ExecEvent::Stdout(b) | ExecEvent::Stderr(b)) => {
+                if errors.len() < 4096 {
+                    errors.extend_from_slice(&b);
+                }
+            }
+            Some(ExecEvent::Exit(exit)) => break exit,
+            None => return Err((code::INTERNAL_ERROR, format!("{path}: the write did not finish"))),
+        }
+    };
+    feed.abort();
+    if exit.code == Some(0) {
+        return Ok(json!({}));
+    }
+    let why = String::from_utf8_lossy(&errors).trim().to_owned();
+    let why = if why.is_empty() { exit.error.clone() } else { why };
+    Err((code::INTERNAL_ERROR, format!("writing {path} in the box failed: {why}")))
+}
+
+fn failed(path: &str, s: &boxd_client::tonic::Status) -> CallError {
+    (code::INTERNAL_ERROR, format!("{path}: {}", boxd_client::status_message(s)))
+}
+
+fn too_large(path: &str) -> CallError {
+    (
+        code::INTERNAL_ERROR,
+        format!("{path} is larger than {} MiB", MAX_FILE >> 20),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::mounts::Mount;
+    use super::*;
+
+    #[test]
+    fn requests_go_to_the_editor_only_inside_a_mount() {
+        let dir = tempfile::tempdir().unwrap();
+        let proj = dir.path().join("proj");
+        std::fs::create_dir_all(&proj).unwrap();
+        std::fs::write(proj.join("a.txt"), "a").unwrap();
+        std::os::unix::fs::symlink("/etc", proj.join("etc")).unwrap();
+        let ro = dir.path().join("ro");
+        std::fs::create_dir_all(&ro).unwrap();
+        let m = Mounts::new(vec![
+            Mount { host: proj.clone(), guest: "/workspace".into(), read_only: false },
+            Mount { host: ro.clone(), guest: "/ro".into(), read_only: true },
+        ]);
+        let p = |path: &str| json!({"sessionId": "s", "path": path, "content": "x"});
+        match route(&p("/workspace/a.txt"), &m, false) {
+            Route::Editor(v) => {
+                assert_eq!(v["path"], proj.join("a.txt").to_str().unwrap());
+                assert_eq!(v["sessionId"], "s");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(route(&p("/workspace/new.txt"), &m, true), Route::Editor(_)));
+        assert_eq!(route(&p("/etc/passwd"), &m, false), Route::InBox);
+        assert_eq!(route(&p("/workspace/etc/passwd"), &m, false), Route::InBox);
+        assert_eq!(route(&p("/workspace/../etc/passwd"), &m, true), Route::InBox);
+        assert_eq!(route(&p("/ro/x"), &m, false), Route::Editor(json!({"sessionId": "s", "path": ro.join("x").to_str().unwrap(), "content": "x"})));
+        assert!(matches!(route(&p("/ro/x"), &m, true), Route::Refused(_, msg) if msg.contains("read-only")));
+        assert!(matches!(route(&p("rel"), &m, true), Route::Refused(code::INVALID_PARAMS, _)));
+        assert!(matches!(route(&json!({}), &m, true), Route::Refused(code::INVALID_PARAMS, _)));
+    }
+
+    #[test]
+    fn line_and_limit_pick_lines() {
+        let t = "1\n2\n3\n4";
+        assert_eq!(lines(t, &json!({})), t);
+        assert_eq!(lines(t, &json!({"line": 2, "limit": 2})), "2\n3");
+        assert_eq!(lines(t, &json!({"line": 3})), "3\n4");
+        assert_eq!(lines(t, &json!({"limit": 1})), "1");
+        assert_eq!(lines(t, &json!({"line": 9})), "");
+    }
+
+    #[test]
+    fn only_a_regular_file_is_read_from_an_archive() {
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_size(5);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        b.append_data(&mut h, "f", &b"hello"[..]).unwrap();
+        let tar = b.into_inner().unwrap();
+        assert_eq!(only_file(&tar, "/f").unwrap(), b"hello");
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_size(0);
+        b.append_data(&mut h, "d", &b""[..]).unwrap();
+        let tar = b.into_inner().unwrap();
+        assert!(only_file(&tar, "/d").unwrap_err().1.contains("not a regular file"));
+        assert!(only_file(&[], "/x").is_err());
+    }
+}
