@@ -68,10 +68,10 @@ bench: deps
 # Fuzz the JSONL line reader/request parser, the output encoder, request
 # validation, the namespace engine's bubblewrap translation, `docker save`
 # import, layer unpacking, box archive import and the egress proxy's
-# request handling (cargo-fuzz on the stable toolchain; FUZZ_SECONDS per
+# request handling, the ACP proxy's relay (cargo-fuzz on the stable toolchain; FUZZ_SECONDS per
 # target, FUZZ_TARGETS to pick).
 FUZZ_SECONDS ?= 300
-FUZZ_TARGETS ?= jsonl_request jsonl_output box_request bwrap_args image_import layer_unpack box_archive_import egress_request
+FUZZ_TARGETS ?= jsonl_request jsonl_output box_request bwrap_args image_import layer_unpack box_archive_import egress_request acp_relay
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && for t in $(FUZZ_TARGETS); do \

@@ -1,7 +1,9 @@
 //! What the agent-in-a-box tests need besides a daemon: the Node image
-//! (`scripts/node-image.sh`), the ACP client built with the official SDK and
-//! the fake model server (`tests/acp/`), and the host's extra CA when the
-//! registries are reached through an intercepting proxy.
+//! (`scripts/node-image.sh`), the ACP ingredients of `tests/acp/` (clients
+//! and a probe agent built with the official SDKs, Claude Code's ACP
+//! adapter, fake model servers, the Python SDK in a private venv), and the
+//! host's extra CA when the registries are reached through an intercepting
+//! proxy.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -33,7 +35,10 @@ pub fn node_image() -> PathBuf {
 /// `tests/acp/`, with its locked npm dependencies installed.
 pub fn acp_dir() -> PathBuf {
     let dir = workspace().join("tests/acp");
-    if !dir.join("node_modules/@agentclientprotocol/sdk").is_dir() {
+    let installed = ["@agentclientprotocol/sdk", "@zed-industries/claude-code-acp"]
+        .iter()
+        .all(|p| dir.join("node_modules").join(p).is_dir());
+    if !installed {
         let status = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund", "--silent"])
             .current_dir(&dir)
@@ -44,20 +49,62 @@ pub fn acp_dir() -> PathBuf {
     dir
 }
 
-/// The fake OpenAI-compatible model server on a free loopback port.
+/// The Python that has the official ACP SDK (`tests/acp/requirements.txt`,
+/// pinned), in a venv of its own under the target directory.
+pub fn acp_python() -> PathBuf {
+    let venv = crate::target_dir().join("test-venvs").join("acp");
+    let python = venv.join("bin/python");
+    let stamp = venv.join("requirements.txt");
+    let wanted = std::fs::read_to_string(workspace().join("tests/acp/requirements.txt"))
+        .expect("tests/acp/requirements.txt");
+    if python.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&wanted) {
+        return python;
+    }
+    let status = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .expect("run python3 -m venv (apt-get install python3-venv)");
+    assert!(status.success(), "python3 -m venv failed");
+    let status = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+        .arg(workspace().join("tests/acp/requirements.txt"))
+        .status()
+        .expect("run pip");
+    assert!(status.success(), "pip install of the ACP Python SDK failed");
+    std::fs::write(&stamp, wanted).expect("write the venv's stamp");
+    python
+}
+
+/// A fake model server of `tests/acp/` on a free loopback port: a Node
+/// script that prints `listening PORT` once it listens.
 pub struct FakeLlm {
     child: Child,
     pub port: u16,
 }
 
 impl FakeLlm {
+    /// The OpenAI-compatible one (`fake-llm.mjs`, for pi).
     pub fn start() -> FakeLlm {
+        FakeLlm::script("fake-llm.mjs", &[])
+    }
+
+    /// The Anthropic Messages one (`fake-anthropic.mjs`, for Claude Code),
+    /// playing `scenario` (its tool calls, in order).
+    pub fn anthropic(scenario: &serde_json::Value, dir: &Path) -> FakeLlm {
+        let file = dir.join("scenario.json");
+        std::fs::write(&file, scenario.to_string()).expect("write the scenario");
+        FakeLlm::script("fake-anthropic.mjs", &[file.as_os_str()])
+    }
+
+    fn script(name: &str, args: &[&std::ffi::OsStr]) -> FakeLlm {
         let mut child = Command::new("node")
-            .arg(acp_dir().join("fake-llm.mjs"))
+            .arg(acp_dir().join(name))
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("start the fake model server (node)");
+            .expect("start a fake model server (node)");
         let mut line = String::new();
         std::io::BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
@@ -65,7 +112,7 @@ impl FakeLlm {
         let port = line
             .strip_prefix("listening ")
             .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line from fake-llm.mjs: {line:?}"));
+            .unwrap_or_else(|| panic!("unexpected first line from {name}: {line:?}"));
         FakeLlm { child, port }
     }
 

@@ -143,6 +143,9 @@ pub struct Daemon {
     wrapper: Option<String>,
     engine: &'static str,
     env: Vec<(String, String)>,
+    /// Started with no `--socket`/`--home`: found through `HOME` and
+    /// `XDG_RUNTIME_DIR` alone ([`Daemon::with_default_paths`]).
+    defaults: bool,
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub home: PathBuf,
@@ -187,6 +190,32 @@ impl Daemon {
         d
     }
 
+    /// A daemon that finds its socket and home as a user's own does, from
+    /// the per-user defaults: `HOME` is `DIR/user`, `XDG_RUNTIME_DIR` is
+    /// `DIR/xdg`, and no flag or `BOXD_*` variable says anything. Its
+    /// socket is then `DIR/xdg/boxd/boxd.sock`, its home
+    /// `DIR/user/.local/share/boxd`.
+    pub fn with_default_paths() -> Daemon {
+        let mut d = Daemon::unstarted("namespace", Vec::new());
+        let user = d.dir.path().join("user");
+        let xdg = d.dir.path().join("xdg");
+        for dir in [&user, &xdg] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+                .unwrap();
+        }
+        d.socket = xdg.join("boxd/boxd.sock");
+        d.home = user.join(".local/share/boxd");
+        d.defaults = true;
+        d.spawn();
+        d
+    }
+
+    /// The `HOME` of a [`Daemon::with_default_paths`] daemon's user.
+    pub fn user_home(&self) -> PathBuf {
+        self.dir.path().join("user")
+    }
+
     /// A temporary socket and home, nothing started.
     fn unstarted(engine: &'static str, env: Vec<(String, String)>) -> Daemon {
         let dir = tempfile::Builder::new()
@@ -201,6 +230,7 @@ impl Daemon {
             wrapper: None,
             engine,
             env,
+            defaults: false,
             dir,
             socket,
             home,
@@ -255,11 +285,19 @@ impl Daemon {
     /// A `boxd` command for this socket and home (not started).
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(bin("boxd"));
-        cmd.arg("--socket")
-            .arg(&self.socket)
-            .arg("--home")
-            .arg(&self.home)
-            .arg("--engine")
+        if self.defaults {
+            cmd.env("HOME", self.user_home())
+                .env("XDG_RUNTIME_DIR", self.dir.path().join("xdg"))
+                .env_remove("XDG_DATA_HOME")
+                .env_remove("BOXD_SOCKET")
+                .env_remove("BOXD_HOME");
+        } else {
+            cmd.arg("--socket")
+                .arg(&self.socket)
+                .arg("--home")
+                .arg(&self.home);
+        }
+        cmd.arg("--engine")
             .arg(self.engine)
             .env(
                 "RUST_LOG",

@@ -190,7 +190,9 @@ pub async fn write_in_box(
 }
 
 fn failed(path: &str, s: &boxd_client::tonic::Status) -> CallError {
-    (code::INTERNAL_ERROR, format!("{path}: {}", boxd_client::status_message(s)))
+    let why = boxd_client::status_message(s);
+    let message = if why.contains(path) { why } else { format!("{path}: {why}") };
+    (code::INTERNAL_ERROR, message)
 }
 
 fn too_large(path: &str) -> CallError {
