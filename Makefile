@@ -64,6 +64,7 @@ bench: deps
 	$(CARGO) bench --workspace --bench lifecycle
 	$(CARGO) bench --workspace --bench ports
 	$(CARGO) bench --workspace --bench cp
+	$(CARGO) bench --workspace --bench acp
 
 # Fuzz the JSONL line reader/request parser, the output encoder, request
 # validation, the namespace engine's bubblewrap translation, `docker save`

@@ -259,7 +259,9 @@ fn main() -> ExitCode {
         clap_complete::generate(shell, &mut Cli::command(), "boxctl", &mut std::io::stdout());
         return ExitCode::SUCCESS;
     }
-    let paths = match Paths::resolve(cli.socket, cli.home) {
+    // A daemon of this home serving another socket (one started with
+    // XDG_RUNTIME_DIR, say, when this process has none) is the one to talk to.
+    let paths = match Paths::resolve(cli.socket, cli.home).map(Paths::following_lock) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("boxctl: {e}");

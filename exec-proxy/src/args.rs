@@ -142,11 +142,14 @@ impl Args {
         Ok(Some(cwd))
     }
 
-    /// `--box`, else a name derived from the project: the first mounted
-    /// host directory.
+    /// `--box`, else a name derived from the project: the mounted working
+    /// directory (`--mount-cwd`), else the first mounted host directory.
     pub fn box_name(&self) -> Result<String, ArgsError> {
         if let Some(b) = &self.box_name {
             return Ok(b.clone());
+        }
+        if let Some(cwd) = self.mounted_cwd()? {
+            return Ok(project_box_name(&cwd));
         }
         let words = self.mount_words()?;
         let host = words

@@ -56,7 +56,7 @@ pub async fn prepare(args: &Args, client_gone: Option<Arc<Notify>>) -> Result<Re
     let name = args.box_name()?;
     let mounts = args.mount_words()?;
     let workdir = args.workdir()?;
-    let paths = Paths::resolve(args.socket.clone(), None)?;
+    let paths = Paths::resolve(args.socket.clone(), None)?.following_lock();
     let running = spawn::ensure_running(&paths, &spawn::boxd_binary(None), &[]).await?;
     let socket = running.socket.clone();
     let mut client = running.client;

@@ -97,6 +97,20 @@ impl Paths {
     }
 }
 
+impl Paths {
+    /// These paths, with the socket the home's daemon serves when it is
+    /// running elsewhere than the derived default (its lock says where:
+    /// [`crate::lockfile`]). An explicit socket is kept as given.
+    pub fn following_lock(mut self) -> Paths {
+        if self.socket_is_default
+            && let Some(serving) = crate::lockfile::holder(&self.home).and_then(|h| h.socket)
+        {
+            self.socket = serving;
+        }
+        self
+    }
+}
+
 fn env_path(var: &str) -> Option<PathBuf> {
     std::env::var_os(var)
         .filter(|v| !v.is_empty())
@@ -153,6 +167,33 @@ fn private_to(uid: u32, dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_derived_socket_follows_the_home_s_lock_and_an_explicit_one_does_not() {
+        use std::os::fd::AsRawFd;
+        let home = tempfile::tempdir().unwrap();
+        let serving = Path::new("/run/user/7/boxd/boxd.sock");
+        std::fs::write(
+            crate::lockfile::path(home.path()),
+            crate::lockfile::Holder::format(1, serving),
+        )
+        .unwrap();
+        let derived = Paths {
+            socket: home.path().join("run/boxd.sock"),
+            home: home.path().to_path_buf(),
+            socket_is_default: true,
+        };
+        assert_eq!(derived.clone().following_lock(), derived, "nobody holds the lock");
+        let f = std::fs::File::open(crate::lockfile::path(home.path())).unwrap();
+        // SAFETY: flock on a descriptor we own.
+        assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+        assert_eq!(derived.clone().following_lock().socket, serving);
+        let explicit = Paths {
+            socket_is_default: false,
+            ..derived.clone()
+        };
+        assert_eq!(explicit.clone().following_lock(), explicit);
+    }
 
     #[test]
     fn explicit_values_win() {

@@ -4,8 +4,9 @@
 // terminals run with child_process. It records every request the agent side
 // sends it, so a test can tell what reached the host.
 //
-// usage: node editor-client.mjs [--cwd DIR] [--prompt TEXT] [--mcp JSON]
-//          [--additional DIR] -- COMMAND ARGS...
+// usage: node editor-client.mjs [--cwd DIR] [--prompt TEXT] [--repeat N]
+//          [--mcp JSON] [--additional DIR] -- COMMAND ARGS...
+// (--repeat sends the prompt N times; timings.promptsMs has each round trip.)
 // Prints one JSON object: initialize, session (result or error), stopReason,
 // text, received [{method, params}], toolCalls {id: last content/locations},
 // timings.
@@ -35,6 +36,17 @@ const received = (method, params) => result.received.push({ method, params });
 
 // Host terminals, as an editor runs them (which must never happen here).
 const terminals = new Map();
+
+function trim(t) {
+  if (t.limit == null || t.bytes <= t.limit) return;
+  let all = Buffer.concat(t.chunks);
+  let cut = all.length - t.limit;
+  while (cut < all.length && (all[cut] & 0xc0) === 0x80) cut++;
+  all = all.subarray(cut);
+  t.chunks = [all];
+  t.bytes = all.length;
+  t.truncated = true;
+}
 let nextTerminal = 0;
 
 const app = acp
@@ -71,9 +83,16 @@ const app = acp
     const child = argsList.length
       ? spawn(params.command, argsList, { cwd: params.cwd })
       : spawn("sh", ["-c", params.command], { cwd: params.cwd });
-    const t = { output: "", exit: null };
-    child.stdout.on("data", (d) => (t.output += d));
-    child.stderr.on("data", (d) => (t.output += d));
+    // Kept from the end within outputByteLimit, cut at a character
+    // boundary, as the protocol asks of a client.
+    const t = { chunks: [], bytes: 0, truncated: false, exit: null, limit: params.outputByteLimit };
+    const take = (d) => {
+      t.chunks.push(d);
+      t.bytes += d.length;
+      if (t.limit != null && t.bytes > 2 * t.limit + (1 << 16)) trim(t);
+    };
+    child.stdout.on("data", take);
+    child.stderr.on("data", take);
     t.done = new Promise((r) => child.on("exit", (code, signal) => r((t.exit = { exitCode: code, signal }))));
     t.child = child;
     terminals.set(id, t);
@@ -82,7 +101,8 @@ const app = acp
   .onRequest(acp.methods.client.terminal.output, ({ params }) => {
     received("terminal/output", params);
     const t = terminals.get(params.terminalId);
-    return { output: t.output, truncated: false, exitStatus: t.exit };
+    trim(t);
+    return { output: Buffer.concat(t.chunks).toString("utf8"), truncated: t.truncated, exitStatus: t.exit };
   })
   .onRequest(acp.methods.client.terminal.waitForExit, async ({ params }) => {
     received("terminal/wait_for_exit", params);
@@ -127,11 +147,17 @@ try {
     }
     result.timings.sessionNewMs = ms();
     if (opts.prompt === undefined) return;
-    const response = await ctx.request(acp.methods.agent.session.prompt, {
-      sessionId: result.session.sessionId,
-      prompt: [{ type: "text", text: opts.prompt }],
-    });
-    result.stopReason = response.stopReason;
+    result.timings.promptsMs = [];
+    for (let i = 0; i < Number(opts.repeat ?? 1); i++) {
+      if (i > 0) result.text = "";
+      const sent = performance.now();
+      const response = await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId: result.session.sessionId,
+        prompt: [{ type: "text", text: opts.prompt }],
+      });
+      result.timings.promptsMs.push(Math.round((performance.now() - sent) * 1000) / 1000);
+      result.stopReason = response.stopReason;
+    }
     result.timings.promptMs = ms();
   });
 } catch (e) {

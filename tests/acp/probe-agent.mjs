@@ -14,8 +14,13 @@
 //   {"op": "request", "method", "params"}         any request to the client
 //   {"op": "raw", "line"}                         a line written to stdout as it is
 //   {"op": "big", "bytes"}                        a line of that many bytes
+//   {"op": "spawn", "command"}                    the command run by the agent itself (sh -c)
+//   {"op": "exit", "code"}                        the agent exits, mid-turn
+// A step with "quiet": true answers with its output's length, not the
+// output; every step's answer says how long it took ("ms").
 // The answer is one agent_message_chunk: RESULTS<<[...]>> with each step's
 // {ok, result} or {ok: false, error}; then end_turn.
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import { Readable, Writable } from "node:stream";
@@ -63,7 +68,8 @@ async function step(client, sessionId, s) {
           afterRelease = e.code;
         }
       }
-      return { id: t.id, exit, output: output.output, truncated: output.truncated, afterRelease };
+      const shown = s.quiet ? output.output.length : output.output;
+      return { id: t.id, exit, output: shown, truncated: output.truncated, afterRelease };
     }
     case "read":
       return await client.request(acp.methods.client.fs.readTextFile, { sessionId, path: s.path, line: s.line, limit: s.limit });
@@ -92,6 +98,17 @@ async function step(client, sessionId, s) {
     case "raw":
       await writeRaw(s.line + "\n");
       return "written";
+    case "spawn": {
+      const child = spawn("sh", ["-c", s.command], { stdio: ["ignore", "pipe", "pipe"] });
+      const chunks = [];
+      child.stdout.on("data", (d) => chunks.push(d));
+      child.stderr.on("data", (d) => chunks.push(d));
+      const code = await new Promise((r) => child.on("close", r));
+      const output = Buffer.concat(chunks).toString("utf8");
+      return { exit: { exitCode: code }, output: s.quiet ? output.length : output };
+    }
+    case "exit":
+      process.exit(s.code);
     case "big":
       await writeRaw(JSON.stringify({ jsonrpc: "2.0", method: "session/update", params: { pad: "x".repeat(s.bytes) } }) + "\n");
       return "written";
@@ -120,10 +137,12 @@ const app = acp
     const script = JSON.parse(params.prompt.map((b) => b.text ?? "").join(""));
     const results = [];
     for (const s of script.steps) {
+      const begin = performance.now();
+      const ms = () => Math.round((performance.now() - begin) * 100) / 100;
       try {
-        results.push({ ok: true, result: await step(client, params.sessionId, s) });
+        results.push({ ok: true, result: await step(client, params.sessionId, s), ms: ms() });
       } catch (e) {
-        results.push({ ok: false, error: { code: e.code, message: e.message } });
+        results.push({ ok: false, error: { code: e.code, message: e.message }, ms: ms() });
       }
     }
     await client.notify(acp.methods.client.session.update, {

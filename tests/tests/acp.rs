@@ -89,7 +89,13 @@ impl Setup {
 
     /// The editor client driving `proxy_args -- agent…`; its JSON result.
     fn editor(&self, client: &[&str], proxy: &[String], agent: &[&str]) -> (Value, String) {
+        self.editor_in(&std::env::current_dir().unwrap(), client, proxy, agent)
+    }
+
+    /// [`Setup::editor`] started in `dir` (where an editor starts its agent).
+    fn editor_in(&self, dir: &Path, client: &[&str], proxy: &[String], agent: &[&str]) -> (Value, String) {
         let out = Command::new("node")
+            .current_dir(dir)
             .arg(acp_dir().join("editor-client.mjs"))
             .args(client)
             .arg("--")
@@ -342,6 +348,38 @@ fn session_directories_map_or_fail_with_the_fix() {
     let msg = r["sessionError"]["message"].as_str().unwrap_or_default();
     assert!(msg.contains("already existed") && msg.contains("boxctl rm -f dirs"), "{r}");
     assert!(stderr.contains("already exists without the mounts asked for"), "{stderr}");
+
+    // An agent that dies mid-turn: the proxy ends with its exit code, and
+    // the editor hears of it (it does not wait for an answer forever).
+    let cwd = s.project().display().to_string();
+    let (r, stderr) = s.editor(
+        &["--cwd", &cwd, "--prompt", r#"{"steps":[{"op":"exit","code":3}]}"#],
+        &s.proxy_args("dirs", &[]),
+        &["node", "/opt/acp/probe-agent.mjs"],
+    );
+    assert_eq!(r["exit"]["code"], 3, "{r}\n{stderr}");
+    assert!(r["error"].is_string(), "{r}");
+
+    // The easy default: the editor starts the proxy in the project; the
+    // project is mounted at its own path, in a box named after it.
+    let proxy: Vec<String> = [
+        "--mount-cwd".to_owned(),
+        "--image".into(),
+        s.image.display().to_string(),
+        "--mount".into(),
+        format!("{}:/opt/acp:ro", acp_dir().display()),
+    ]
+    .into_iter()
+    .chain(host_ca_flags())
+    .collect();
+    let project = s.project().canonicalize().unwrap();
+    let here = project.display().to_string();
+    let (r, stderr) = s.editor_in(&project, &["--cwd", &here], &proxy, &["node", "/opt/acp/probe-agent.mjs"]);
+    assert_eq!(r["session"]["_meta"]["cwd"], here, "{r}\n{stderr}");
+    assert_eq!(r["session"]["_meta"]["cwdExists"], true);
+    let ls = s.daemon.boxctl().args(["ls", "--json"]).output().unwrap();
+    let ls = String::from_utf8_lossy(&ls.stdout);
+    assert!(ls.contains("\"acp-project-"), "a box named after the project: {ls}");
 }
 
 #[test]

@@ -169,6 +169,24 @@ async fn sixteen_mib_of_random_bytes_through_cat_byte_exact() {
     assert_eq!(out.exit.code, Some(0));
     assert_eq!(out.stdout.len(), data.len());
     assert_eq!(Sha256::digest(&out.stdout), Sha256::digest(&data));
+
+    // One buffer larger than a gRPC message (16 MiB) goes all the same:
+    // the library sends it in pieces.
+    let mut big = vec![0u8; 40 << 20];
+    rand::rng().fill_bytes(&mut big);
+    let mut req = start_req("bin", &["cat"]);
+    req.stdin = true;
+    let exec = ExecStream::start(&mut c, req).await.unwrap();
+    let input = exec.input();
+    let payload = big.clone();
+    let writer = tokio::spawn(async move {
+        input.stdin(payload).await.unwrap();
+        input.close_stdin().await.unwrap();
+    });
+    let out = collect(exec).await;
+    writer.await.unwrap();
+    assert_eq!(out.exit.code, Some(0), "{:?}", out.exit);
+    assert_eq!(Sha256::digest(&out.stdout), Sha256::digest(&big));
 }
 
 async fn stdin_eof_reaches_the_command(engine: &'static str) {

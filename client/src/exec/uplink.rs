@@ -42,6 +42,10 @@ const AWAY_STDIN: u64 = 1 << 20;
 const AWAY_CONTROLS: usize = 64;
 /// Input messages between the senders and the uplink, per channel.
 const INPUT_QUEUE: usize = 16;
+/// The most stdin one message carries: a caller's larger buffer goes as
+/// several, so no message nears the 16 MiB gRPC bound and the in-flight
+/// window and the resend buffer work in pieces they can hold.
+pub const STDIN_CHUNK: usize = 256 << 10;
 
 /// The sending half of an exec; cheap to clone. It stays valid across
 /// reconnections; its calls fail once the [`super::ExecStream`] is dropped.
@@ -76,9 +80,17 @@ impl ExecInput {
     /// Sends bytes to the command's stdin; waits while the command is not
     /// reading (backpressure) or while boxd is being reattached. Bytes sent
     /// after [`ExecInput::close_stdin`] are dropped (the command's stdin is
-    /// closed).
+    /// closed). Any size: a large buffer is sent in pieces of at most
+    /// [`STDIN_CHUNK`] bytes.
     pub async fn stdin(&self, data: Vec<u8>) -> Result<(), Status> {
-        self.send(Input::Stdin(data.into())).await
+        let data = Bytes::from(data);
+        let mut at = 0;
+        while at < data.len() {
+            let end = (at + STDIN_CHUNK).min(data.len());
+            self.send(Input::Stdin(data.slice(at..end))).await?;
+            at = end;
+        }
+        Ok(())
     }
 
     pub async fn close_stdin(&self) -> Result<(), Status> {

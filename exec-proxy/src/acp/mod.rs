@@ -127,7 +127,7 @@ pub async fn serve(cx: Context, exec: ExecStream, client_lines: Lines) -> Result
     tokio::spawn(write_agent(input.clone(), agent_rx));
 
     let cx = Arc::new(cx);
-    tokio::spawn(client_side(
+    let client_task = tokio::spawn(client_side(
         cx.clone(),
         relay.clone(),
         client_lines,
@@ -136,7 +136,10 @@ pub async fn serve(cx: Context, exec: ExecStream, client_lines: Lines) -> Result
     ));
     agent_side(cx.clone(), relay, terminals.clone(), lines(out_rx), to_client, to_agent).await;
 
-    // The agent's stdout ended: what it said reaches the client first.
+    // The agent's stdout ended: nothing the client sends matters now, and
+    // what the agent said reaches the client before the proxy exits.
+    client_task.abort();
+    let _ = client_task.await;
     let _ = client_writer.await;
     terminals.kill_all().await;
     agent

@@ -20,8 +20,10 @@ use tokio::sync::{Notify, watch};
 use super::jsonrpc::code;
 use super::rewrite::fenced;
 
-/// The most output a terminal keeps (64 MiB), whatever it asks for.
-pub const MAX_OUTPUT: usize = 64 << 20;
+/// The most output a terminal keeps (16 MiB), whatever it asks for: one
+/// `terminal/output` answer then stays well inside what the official SDKs
+/// read as one message (32 MiB; a larger one ends their connection).
+pub const MAX_OUTPUT: usize = 16 << 20;
 /// Terminals alive (not released) at once, per proxy.
 pub const MAX_TERMINALS: usize = 64;
 /// What a tool call shows of a terminal: its last 256 KiB.
