@@ -183,7 +183,9 @@ impl Shared {
 
 fn drop_notice(dropped: u64, note: &str) -> String {
     let sep = if note.is_empty() { "" } else { "; " };
-    format!("[{dropped} bytes of diagnostics were dropped: nothing read this stderr in time{sep}{note}]\n")
+    format!(
+        "[{dropped} bytes of diagnostics were dropped: nothing read this stderr in time{sep}{note}]\n"
+    )
 }
 
 #[cfg(test)]

@@ -50,7 +50,8 @@ pub async fn attach(exec: ExecStream, how: Attach) -> Result<v1::ExecExit, Statu
         }
     };
     let hook = to_stderr.clone();
-    let mut exec = exec.on_reconnect(move |r| hook(format!("{}{eol}", reconnect_line(r)).as_bytes()));
+    let mut exec =
+        exec.on_reconnect(move |r| hook(format!("{}{eol}", reconnect_line(r)).as_bytes()));
     if how.stdin {
         pump_stdin(input.clone());
     }

@@ -172,7 +172,13 @@ pub fn project_box_name(dir: &Path) -> String {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "root".into())
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
         .take(40)
         .collect();
     let hash = Sha256::digest(dir.as_os_str().as_encoded_bytes());
@@ -188,18 +194,34 @@ mod tests {
         let a = project_box_name(Path::new("/home/me/my proj"));
         assert!(a.starts_with("acp-my-proj-"), "{a}");
         assert_eq!(a.len(), "acp-my-proj-".len() + 8);
-        assert_ne!(a, project_box_name(Path::new("/srv/my proj")), "same name, other path");
+        assert_ne!(
+            a,
+            project_box_name(Path::new("/srv/my proj")),
+            "same name, other path"
+        );
         assert_eq!(a, project_box_name(Path::new("/home/me/my proj")), "stable");
         let long = project_box_name(&Path::new("/x").join("é".repeat(100)));
         assert!(long.len() <= 64, "{long}");
-        assert!(long.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)));
+        assert!(
+            long.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+        );
         assert!(project_box_name(Path::new("/")).starts_with("acp-root-"));
     }
 
     #[test]
     fn a_name_comes_from_the_first_mount() {
-        let args = Args::parse_from(["harness-box-exec", "--mount", "/srv/app:/app", "--", "agent"]);
-        assert_eq!(args.box_name().unwrap(), project_box_name(Path::new("/srv/app")));
+        let args = Args::parse_from([
+            "harness-box-exec",
+            "--mount",
+            "/srv/app:/app",
+            "--",
+            "agent",
+        ]);
+        assert_eq!(
+            args.box_name().unwrap(),
+            project_box_name(Path::new("/srv/app"))
+        );
         let none = Args::parse_from(["harness-box-exec", "--", "agent"]);
         assert!(matches!(none.box_name(), Err(ArgsError::NoName)));
         let named = Args::parse_from(["harness-box-exec", "--box", "b", "--", "agent"]);

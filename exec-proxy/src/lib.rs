@@ -52,7 +52,9 @@ pub enum ProxyError {
     #[error("{0}")]
     NotReady(String),
     /// The client closed stdin before or while box NAME was provisioned.
-    #[error("the client closed stdin while box {0} was being provisioned; provisioning stopped (it runs again next time)")]
+    #[error(
+        "the client closed stdin while box {0} was being provisioned; provisioning stopped (it runs again next time)"
+    )]
     ClientGone(String),
 }
 

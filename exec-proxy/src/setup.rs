@@ -120,7 +120,10 @@ pub async fn prepare(args: &Args, client_gone: Option<Arc<Notify>>) -> Result<Re
             found?.into_inner()
         }
     };
-    let missing_mounts = missing(&wanted_mounts, info.spec.as_ref().map_or(&[][..], |s| &s.mounts));
+    let missing_mounts = missing(
+        &wanted_mounts,
+        info.spec.as_ref().map_or(&[][..], |s| &s.mounts),
+    );
     if !missing_mounts.is_empty() {
         // Said even with -q: the agent would otherwise fail later, and
         // misleadingly, on a path the box cannot see.
@@ -222,8 +225,14 @@ mod tests {
     fn mounts_the_box_lacks_are_named() {
         let has = [m("/srv/a", "/workspace", false)];
         assert!(missing(&[m("/srv/a", "/workspace/", false)], &has).is_empty());
-        assert_eq!(missing(&[m("/srv/b", "/workspace", false)], &has), ["/srv/b:/workspace"]);
-        assert_eq!(missing(&[m("/srv/a", "/workspace", true)], &has), ["/srv/a:/workspace:ro"]);
+        assert_eq!(
+            missing(&[m("/srv/b", "/workspace", false)], &has),
+            ["/srv/b:/workspace"]
+        );
+        assert_eq!(
+            missing(&[m("/srv/a", "/workspace", true)], &has),
+            ["/srv/a:/workspace:ro"]
+        );
         assert_eq!(missing(&[m("/srv/a", "/w2", false)], &has), ["/srv/a:/w2"]);
     }
 }

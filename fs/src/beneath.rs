@@ -104,6 +104,13 @@ mod tests {
             );
         }
         // O_PATH without O_NOFOLLOW: a symlink at the end is still refused.
-        assert!(open(root.as_fd(), Path::new("flink"), OFlag::O_PATH | OFlag::O_CLOEXEC).is_err());
+        assert!(
+            open(
+                root.as_fd(),
+                Path::new("flink"),
+                OFlag::O_PATH | OFlag::O_CLOEXEC
+            )
+            .is_err()
+        );
     }
 }

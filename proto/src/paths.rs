@@ -183,7 +183,11 @@ mod tests {
             home: home.path().to_path_buf(),
             socket_is_default: true,
         };
-        assert_eq!(derived.clone().following_lock(), derived, "nobody holds the lock");
+        assert_eq!(
+            derived.clone().following_lock(),
+            derived,
+            "nobody holds the lock"
+        );
         let f = std::fs::File::open(crate::lockfile::path(home.path())).unwrap();
         // SAFETY: flock on a descriptor we own.
         assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);

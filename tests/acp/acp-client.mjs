@@ -68,5 +68,5 @@ agent.stdin.end();
 const timer = setTimeout(() => agent.kill("SIGTERM"), 5000);
 result.exit = await exited;
 clearTimeout(timer);
-process.stdout.write(JSON.stringify(result) + "\n");
-process.exit(result.error ? 1 : 0);
+// Exit once the result is out: a pipe takes it asynchronously.
+process.stdout.write(JSON.stringify(result) + "\n", () => process.exit(result.error ? 1 : 0));

@@ -169,5 +169,5 @@ const timer = setTimeout(() => agent.kill("SIGTERM"), 3000);
 result.exit = await exited;
 clearTimeout(timer);
 for (const t of terminals.values()) t.child.kill("SIGKILL");
-process.stdout.write(JSON.stringify(result) + "\n");
-process.exit(result.error ? 1 : 0);
+// Exit once the result is out: a pipe takes it asynchronously.
+process.stdout.write(JSON.stringify(result) + "\n", () => process.exit(result.error ? 1 : 0));

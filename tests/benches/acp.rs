@@ -53,7 +53,13 @@ fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
 /// The probe agent's per-step answers.
 fn steps(r: &Value) -> Vec<Value> {
     let text = r["text"].as_str().unwrap();
-    let inner = text.split_once("RESULTS<<").unwrap().1.rsplit_once(">>").unwrap().0;
+    let inner = text
+        .split_once("RESULTS<<")
+        .unwrap()
+        .1
+        .rsplit_once(">>")
+        .unwrap()
+        .0;
     serde_json::from_str(inner).unwrap()
 }
 
@@ -85,12 +91,23 @@ fn main() {
             "--quiet".into(),
         ]);
         a.extend(host_ca_flags());
-        a.extend(["--".into(), "node".into(), "/opt/acp/probe-agent.mjs".into()]);
+        a.extend([
+            "--".into(),
+            "node".into(),
+            "/opt/acp/probe-agent.mjs".into(),
+        ]);
         a
     };
-    let on_host: Vec<String> = vec!["node".into(), acp.join("probe-agent.mjs").display().to_string()];
+    let on_host: Vec<String> = vec![
+        "node".into(),
+        acp.join("probe-agent.mjs").display().to_string(),
+    ];
     // Create the box and warm every path once.
-    editor(&d, &["--cwd", &cwd, "--prompt", r#"{"steps":[]}"#], &proxy(false));
+    editor(
+        &d,
+        &["--cwd", &cwd, "--prompt", r#"{"steps":[]}"#],
+        &proxy(false),
+    );
 
     // Prompt round trips.
     let n = prompts.to_string();
@@ -101,7 +118,11 @@ fn main() {
         ("harness-box-exec --raw", proxy(true)),
         ("the agent on the host, no box", on_host.clone()),
     ] {
-        let r = editor(&d, &["--cwd", &cwd, "--prompt", empty, "--repeat", &n], &agent);
+        let r = editor(
+            &d,
+            &["--cwd", &cwd, "--prompt", empty, "--repeat", &n],
+            &agent,
+        );
         let ms: Vec<f64> = r["timings"]["promptsMs"]
             .as_array()
             .unwrap()
@@ -111,7 +132,9 @@ fn main() {
             .collect();
         rows.push((what, percentile(ms.clone(), 0.5), percentile(ms, 0.9)));
     }
-    println!("\n### ACP `session/prompt` round trip ({prompts} in one session, the first 5 left out)\n");
+    println!(
+        "\n### ACP `session/prompt` round trip ({prompts} in one session, the first 5 left out)\n"
+    );
     println!("| path | p50 ms | p90 ms | p50 ÷ raw |");
     println!("| --- | ---: | ---: | ---: |");
     let raw = rows[1].1;
@@ -125,9 +148,24 @@ fn main() {
     let spawn = json!({"steps": [{"op": "spawn", "command": &command, "quiet": true}]}).to_string();
     let mut cases: Vec<(&str, Vec<f64>)> = Vec::new();
     for (what, agent, prompt, returned) in [
-        ("terminal served in the box by the proxy", proxy(false), &terminal, KEPT),
-        ("the agent's own child process in the box", proxy(false), &spawn, BYTES),
-        ("terminal served on the host by the editor (no box)", on_host.clone(), &terminal, KEPT),
+        (
+            "terminal served in the box by the proxy",
+            proxy(false),
+            &terminal,
+            KEPT,
+        ),
+        (
+            "the agent's own child process in the box",
+            proxy(false),
+            &spawn,
+            BYTES,
+        ),
+        (
+            "terminal served on the host by the editor (no box)",
+            on_host.clone(),
+            &terminal,
+            KEPT,
+        ),
     ] {
         let mut times = Vec::new();
         for _ in 0..reps {
@@ -138,7 +176,9 @@ fn main() {
         }
         cases.push((what, times));
     }
-    println!("\n### 64 MiB of terminal output (`head -c 64M`; the terminals keep and return the last 16 MiB, the agent's own process reads all 64; {reps} runs)\n");
+    println!(
+        "\n### 64 MiB of terminal output (`head -c 64M`; the terminals keep and return the last 16 MiB, the agent's own process reads all 64; {reps} runs)\n"
+    );
     println!("| path | median ms | MiB/s | ÷ the agent's own process |");
     println!("| --- | ---: | ---: | ---: |");
     let own = percentile(cases[1].1.clone(), 0.5);

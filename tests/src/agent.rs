@@ -35,9 +35,12 @@ pub fn node_image() -> PathBuf {
 /// `tests/acp/`, with its locked npm dependencies installed.
 pub fn acp_dir() -> PathBuf {
     let dir = workspace().join("tests/acp");
-    let installed = ["@agentclientprotocol/sdk", "@zed-industries/claude-code-acp"]
-        .iter()
-        .all(|p| dir.join("node_modules").join(p).is_dir());
+    let installed = [
+        "@agentclientprotocol/sdk",
+        "@zed-industries/claude-code-acp",
+    ]
+    .iter()
+    .all(|p| dir.join("node_modules").join(p).is_dir());
     if !installed {
         let status = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund", "--silent"])

@@ -93,7 +93,13 @@ impl Setup {
     }
 
     /// [`Setup::editor`] started in `dir` (where an editor starts its agent).
-    fn editor_in(&self, dir: &Path, client: &[&str], proxy: &[String], agent: &[&str]) -> (Value, String) {
+    fn editor_in(
+        &self,
+        dir: &Path,
+        client: &[&str],
+        proxy: &[String],
+        agent: &[&str],
+    ) -> (Value, String) {
         let out = Command::new("node")
             .current_dir(dir)
             .arg(acp_dir().join("editor-client.mjs"))
@@ -109,8 +115,9 @@ impl Setup {
             .output()
             .expect("run editor-client.mjs");
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        let result: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("editor-client.mjs printed no result ({e}); stderr:\n{stderr}"));
+        let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("editor-client.mjs printed no result ({e}); stderr:\n{stderr}")
+        });
         (result, stderr)
     }
 
@@ -161,14 +168,20 @@ fn assert_no_host_terminal(r: &Value) {
         .into_iter()
         .filter(|(m, _)| m.starts_with("terminal/"))
         .collect();
-    assert!(terminals.is_empty(), "terminal requests reached the editor: {terminals:?}");
+    assert!(
+        terminals.is_empty(),
+        "terminal requests reached the editor: {terminals:?}"
+    );
 }
 
 /// Every file request the editor got names a host path inside the project.
 fn assert_files_only_in_project(r: &Value, project: &Path) {
     for (m, p) in received(r) {
         if m.starts_with("fs/") {
-            assert!(Path::new(&p).starts_with(project), "{m} {p} reached the editor");
+            assert!(
+                Path::new(&p).starts_with(project),
+                "{m} {p} reached the editor"
+            );
         }
     }
 }
@@ -242,17 +255,26 @@ fn the_box_is_the_agent_s_whole_world() {
     assert_eq!(caps["terminal"], true, "{caps}");
     assert_eq!(caps["auth"]["terminal"], false, "{caps}");
     assert!(caps["_meta"].get("terminal-auth").is_none(), "{caps}");
-    assert_eq!(r["session"]["_meta"]["cwd"], "/workspace", "the editor's host path, mapped");
+    assert_eq!(
+        r["session"]["_meta"]["cwd"], "/workspace",
+        "the editor's host path, mapped"
+    );
     assert_eq!(r["session"]["_meta"]["cwdExists"], true);
 
     // 0: the command ran in the box, and left nothing on the host.
     let out0 = results[0]["result"]["output"].as_str().unwrap();
     assert!(out0.contains("pwd=/workspace probe=1"), "{out0}");
     assert!(out0.contains("hello from the project"), "{out0}");
-    assert!(!out0.contains(&format!("where={} ", host_hostname())), "ran on the host: {out0}");
+    assert!(
+        !out0.contains(&format!("where={} ", host_hostname())),
+        "ran on the host: {out0}"
+    );
     assert!(!proof.exists(), "a proof file appeared on the host");
     assert_eq!(results[0]["result"]["exit"]["exitCode"], 0);
-    assert_eq!(results[0]["result"]["afterRelease"], -32602, "a released id answers nothing");
+    assert_eq!(
+        results[0]["result"]["afterRelease"], -32602,
+        "a released id answers nothing"
+    );
     // 1: the box's loopback is not the host's.
     let out1 = results[1]["result"]["output"].as_str().unwrap();
     assert!(out1.contains("unreachable"), "{out1}");
@@ -260,7 +282,11 @@ fn the_box_is_the_agent_s_whole_world() {
     assert_eq!(results[2]["result"]["output"], "€xyz", "{}", results[2]);
     assert_eq!(results[2]["result"]["truncated"], true);
     // 3: killed.
-    assert_eq!(results[3]["result"]["exit"]["signal"], "SIGKILL", "{}", results[3]);
+    assert_eq!(
+        results[3]["result"]["exit"]["signal"], "SIGKILL",
+        "{}",
+        results[3]
+    );
     // 4, 5: the editor served them, by host path.
     assert_eq!(
         std::fs::read_to_string(project.join("from-agent.txt")).unwrap(),
@@ -270,12 +296,18 @@ fn the_box_is_the_agent_s_whole_world() {
     // 6, 7: written in the box, not on the host.
     assert!(results[6]["ok"] == true, "{}", results[6]);
     assert_eq!(results[7]["result"], "box only\n");
-    assert!(!written.exists(), "a write outside the mounts landed on the host");
+    assert!(
+        !written.exists(),
+        "a write outside the mounts landed on the host"
+    );
     // 8-13: no host bytes, ever.
     for i in [8, 10, 13] {
         assert_eq!(results[i]["ok"], false, "{i}: {}", results[i]);
     }
-    assert!(!r.to_string().contains("host secret"), "host bytes reached the agent: {r}");
+    assert!(
+        !r.to_string().contains("host secret"),
+        "host bytes reached the agent: {r}"
+    );
     // 12: served in the box, where the link leads nowhere that exists
     // (the host's path means nothing there): the write fails in the box.
     assert_eq!(results[12]["ok"], false, "{}", results[12]);
@@ -286,12 +318,23 @@ fn the_box_is_the_agent_s_whole_world() {
     );
     // 14: the editor sees host paths.
     let call = &r["toolCalls"][results[14]["result"].as_str().unwrap()];
-    assert_eq!(call["locations"][0]["path"], project.join("sub/a.rs").display().to_string());
-    assert_eq!(call["content"][0]["path"], project.join("sub/a.rs").display().to_string());
+    assert_eq!(
+        call["locations"][0]["path"],
+        project.join("sub/a.rs").display().to_string()
+    );
+    assert_eq!(
+        call["content"][0]["path"],
+        project.join("sub/a.rs").display().to_string()
+    );
     // 15, 16: refused, naming why.
     for i in [15, 16] {
         assert_eq!(results[i]["error"]["code"], -32601, "{}", results[i]);
-        assert!(results[i]["error"]["message"].as_str().unwrap().contains("does not pass"));
+        assert!(
+            results[i]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("does not pass")
+        );
     }
     // 17-20: dropped on the way; nothing forged reached the host.
     assert!(!forged.exists(), "a forged request wrote on the host");
@@ -299,20 +342,31 @@ fn the_box_is_the_agent_s_whole_world() {
     assert!(stderr.contains("never made"), "{stderr}");
     assert!(stderr.contains("over the 64 MiB limit"), "{stderr}");
     // 21.
-    assert!(results[21]["result"]["output"].as_str().unwrap().contains("still here"));
+    assert!(
+        results[21]["result"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("still here")
+    );
 
     // The editor was never asked to run anything, and was asked about
     // files only inside the project.
     assert_no_host_terminal(&r);
     assert_files_only_in_project(&r, &project);
-    let asked: Vec<_> = received(&r).into_iter().filter(|(m, _)| m.starts_with("fs/")).collect();
+    let asked: Vec<_> = received(&r)
+        .into_iter()
+        .filter(|(m, _)| m.starts_with("fs/"))
+        .collect();
     assert_eq!(asked.len(), 2, "{asked:?}");
     // What the editor shows for a terminal's tool call: its output.
     let shown = r["toolCalls"]["probe-0"]["content"][0]["content"]["text"]
         .as_str()
         .unwrap_or_default();
     assert!(shown.contains("pwd=/workspace"), "{}", r["toolCalls"]);
-    eprintln!("TIMING probe agent, 22 steps through the proxy: {:.2} s", took.as_secs_f64());
+    eprintln!(
+        "TIMING probe agent, 22 steps through the proxy: {:.2} s",
+        took.as_secs_f64()
+    );
 }
 
 #[test]
@@ -325,18 +379,35 @@ fn session_directories_map_or_fail_with_the_fix() {
         &s.proxy_args("dirs", &[]),
         &["node", "/opt/acp/probe-agent.mjs"],
     );
-    assert_eq!(r["session"]["_meta"]["cwd"], "/workspace/sub", "{r}\n{stderr}");
-    assert_eq!(r["session"]["_meta"]["additionalDirectories"], json!(["/workspace/README"]));
+    assert_eq!(
+        r["session"]["_meta"]["cwd"], "/workspace/sub",
+        "{r}\n{stderr}"
+    );
+    assert_eq!(
+        r["session"]["_meta"]["additionalDirectories"],
+        json!(["/workspace/README"])
+    );
     // A box path is taken as it is (a client that already speaks them).
-    let (r, _) = s.editor(&["--cwd", "/workspace"], &s.proxy_args("dirs", &[]), &["node", "/opt/acp/probe-agent.mjs"]);
+    let (r, _) = s.editor(
+        &["--cwd", "/workspace"],
+        &s.proxy_args("dirs", &[]),
+        &["node", "/opt/acp/probe-agent.mjs"],
+    );
     assert_eq!(r["session"]["_meta"]["cwd"], "/workspace");
     // Outside every mount: a clear error, and the agent never sees it.
     let elsewhere = s.outside().display().to_string();
-    let (r, _) = s.editor(&["--cwd", &elsewhere], &s.proxy_args("dirs", &[]), &["node", "/opt/acp/probe-agent.mjs"]);
+    let (r, _) = s.editor(
+        &["--cwd", &elsewhere],
+        &s.proxy_args("dirs", &[]),
+        &["node", "/opt/acp/probe-agent.mjs"],
+    );
     let e = &r["sessionError"];
     assert_eq!(e["code"], -32602, "{r}");
     let msg = e["message"].as_str().unwrap();
-    assert!(msg.contains(&elsewhere) && msg.contains(&format!("--mount {elsewhere}:{elsewhere}")), "{msg}");
+    assert!(
+        msg.contains(&elsewhere) && msg.contains(&format!("--mount {elsewhere}:{elsewhere}")),
+        "{msg}"
+    );
     // A reused box whose mounts differ says so, there and on stderr.
     let other = s.dir.path().join("other-project");
     std::fs::create_dir_all(&other).unwrap();
@@ -344,16 +415,31 @@ fn session_directories_map_or_fail_with_the_fix() {
     let mut args = s.proxy_args("dirs", &["--quiet"]);
     args[5] = format!("{}:/workspace", other.display());
     let cwd = other.display().to_string();
-    let (r, stderr) = s.editor(&["--cwd", &cwd], &args, &["node", "/opt/acp/probe-agent.mjs"]);
+    let (r, stderr) = s.editor(
+        &["--cwd", &cwd],
+        &args,
+        &["node", "/opt/acp/probe-agent.mjs"],
+    );
     let msg = r["sessionError"]["message"].as_str().unwrap_or_default();
-    assert!(msg.contains("already existed") && msg.contains("boxctl rm -f dirs"), "{r}");
-    assert!(stderr.contains("already exists without the mounts asked for"), "{stderr}");
+    assert!(
+        msg.contains("already existed") && msg.contains("boxctl rm -f dirs"),
+        "{r}"
+    );
+    assert!(
+        stderr.contains("already exists without the mounts asked for"),
+        "{stderr}"
+    );
 
     // An agent that dies mid-turn: the proxy ends with its exit code, and
     // the editor hears of it (it does not wait for an answer forever).
     let cwd = s.project().display().to_string();
     let (r, stderr) = s.editor(
-        &["--cwd", &cwd, "--prompt", r#"{"steps":[{"op":"exit","code":3}]}"#],
+        &[
+            "--cwd",
+            &cwd,
+            "--prompt",
+            r#"{"steps":[{"op":"exit","code":3}]}"#,
+        ],
         &s.proxy_args("dirs", &[]),
         &["node", "/opt/acp/probe-agent.mjs"],
     );
@@ -374,12 +460,20 @@ fn session_directories_map_or_fail_with_the_fix() {
     .collect();
     let project = s.project().canonicalize().unwrap();
     let here = project.display().to_string();
-    let (r, stderr) = s.editor_in(&project, &["--cwd", &here], &proxy, &["node", "/opt/acp/probe-agent.mjs"]);
+    let (r, stderr) = s.editor_in(
+        &project,
+        &["--cwd", &here],
+        &proxy,
+        &["node", "/opt/acp/probe-agent.mjs"],
+    );
     assert_eq!(r["session"]["_meta"]["cwd"], here, "{r}\n{stderr}");
     assert_eq!(r["session"]["_meta"]["cwdExists"], true);
     let ls = s.daemon.boxctl().args(["ls", "--json"]).output().unwrap();
     let ls = String::from_utf8_lossy(&ls.stdout);
-    assert!(ls.contains("\"acp-project-"), "a box named after the project: {ls}");
+    assert!(
+        ls.contains("\"acp-project-"),
+        "a box named after the project: {ls}"
+    );
 }
 
 #[test]
@@ -402,9 +496,17 @@ fn mcp_servers_run_in_the_box_or_not_at_all() {
         &["node", "/opt/acp/probe-agent.mjs"],
     );
     let servers = &r["session"]["_meta"]["mcpServers"];
-    let names: Vec<_> = servers.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let names: Vec<_> = servers
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["in-box", "remote"], "{r}\n{stderr}");
-    assert_eq!(servers[0]["args"][0], "/workspace/server.js", "a host path in a mount, mapped");
+    assert_eq!(
+        servers[0]["args"][0], "/workspace/server.js",
+        "a host path in a mount, mapped"
+    );
     assert!(stderr.contains("\"host-only\" left out"), "{stderr}");
     assert!(stderr.contains("\"loopback\" left out"), "{stderr}");
     // With it, the loopback server is named as the box reaches the host.
@@ -439,13 +541,19 @@ fn claude_code_runs_its_commands_and_writes_in_the_box() {
     let proxy = s.proxy_args(
         "claude",
         &[
-            "--allow-net", "host.boxd.internal",
+            "--allow-net",
+            "host.boxd.internal",
             // Claude Code refuses to skip permissions as root outside a sandbox.
-            "--env", "IS_SANDBOX=1",
-            "--env", &base,
-            "--env", "ANTHROPIC_API_KEY=placeholder-not-a-key",
-            "--env", "DISABLE_TELEMETRY=1",
-            "--env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+            "--env",
+            "IS_SANDBOX=1",
+            "--env",
+            &base,
+            "--env",
+            "ANTHROPIC_API_KEY=placeholder-not-a-key",
+            "--env",
+            "DISABLE_TELEMETRY=1",
+            "--env",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
         ],
     );
     let cwd = s.project().display().to_string();
@@ -453,28 +561,46 @@ fn claude_code_runs_its_commands_and_writes_in_the_box() {
     let (r, stderr) = s.editor(
         &["--cwd", &cwd, "--prompt", "go"],
         &proxy,
-        &["node", "/opt/acp/node_modules/@zed-industries/claude-code-acp/dist/index.js"],
+        &[
+            "node",
+            "/opt/acp/node_modules/@zed-industries/claude-code-acp/dist/index.js",
+        ],
     );
     let took = begin.elapsed();
     assert_eq!(r["stopReason"], "end_turn", "{r}\n{stderr}");
-    assert_eq!(r["initialize"]["agentInfo"]["name"], "@zed-industries/claude-code-acp");
+    assert_eq!(
+        r["initialize"]["agentInfo"]["name"],
+        "@zed-industries/claude-code-acp"
+    );
     let results: Vec<String> = results_of(&r)
         .into_iter()
         .map(|v| v.as_str().unwrap_or_default().to_owned())
         .collect();
     assert_eq!(results.len(), 4, "{results:?}");
     assert!(results[0].contains("pwd=/workspace"), "{results:?}");
-    assert!(!results[0].contains(&format!("where={} ", host_hostname())), "ran on the host: {results:?}");
+    assert!(
+        !results[0].contains(&format!("where={} ", host_hostname())),
+        "ran on the host: {results:?}"
+    );
     assert!(!proof.exists(), "Claude Code's shell ran on the host");
-    assert!(!written.exists(), "Claude Code's write outside the mounts landed on the host");
+    assert!(
+        !written.exists(),
+        "Claude Code's write outside the mounts landed on the host"
+    );
     assert_eq!(
         std::fs::read_to_string(s.project().join("from-claude.txt")).unwrap(),
         "inside the mount\n"
     );
-    assert!(!results[3].contains("host secret"), "a host file reached the agent: {results:?}");
+    assert!(
+        !results[3].contains("host secret"),
+        "a host file reached the agent: {results:?}"
+    );
     assert_no_host_terminal(&r);
     assert_files_only_in_project(&r, &s.project());
-    eprintln!("TIMING claude-code-acp turn with 4 tool calls through the proxy: {:.2} s", took.as_secs_f64());
+    eprintln!(
+        "TIMING claude-code-acp turn with 4 tool calls through the proxy: {:.2} s",
+        took.as_secs_f64()
+    );
 }
 
 /// The official Python SDK as the host: it passes only HOME, LOGNAME, PATH,
@@ -501,7 +627,11 @@ fn a_python_sdk_host_with_a_trimmed_environment_gets_its_answer() {
         .arg("--mount")
         .arg(format!("{}:/opt/acp:ro", acp.display()))
         .arg("--mount")
-        .arg(format!("{}:{}", project.path().display(), project.path().display()))
+        .arg(format!(
+            "{}:{}",
+            project.path().display(),
+            project.path().display()
+        ))
         .args([
             "--probe",
             "test -e /root/provisioned",
@@ -519,10 +649,17 @@ fn a_python_sdk_host_with_a_trimmed_environment_gets_its_answer() {
         .expect("run python-host.py");
     let took = begin.elapsed();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let result: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("no result ({e}): {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "no result ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     assert!(out.status.success(), "{result}");
-    assert_eq!(result["initialize"]["agentInfo"]["name"], "boxd-probe-agent", "{result}");
+    assert_eq!(
+        result["initialize"]["agentInfo"]["name"], "boxd-probe-agent",
+        "{result}"
+    );
     assert_eq!(
         result["session"]["_meta"]["cwd"],
         project.path().display().to_string(),
@@ -530,7 +667,10 @@ fn a_python_sdk_host_with_a_trimmed_environment_gets_its_answer() {
     );
     // One daemon: the proxy found the running one through the home.
     let spawned = std::fs::read_to_string(d.home.join("logs/boxd.stderr")).unwrap_or_default();
-    assert!(!spawned.contains("already serving"), "a second boxd was started: {spawned}");
+    assert!(
+        !spawned.contains("already serving"),
+        "a second boxd was started: {spawned}"
+    );
     eprintln!(
         "TIMING Python SDK host, trimmed environment, 3 MB of unread provisioning stderr: initialize and session/new in {:.2} s",
         took.as_secs_f64()

@@ -609,7 +609,15 @@ mod socket_trust {
             .env("BOXD_HOME", &home)
             .arg("--socket")
             .arg(socket)
-            .args(["--raw", "--box", "trust", "--image", "/nonexistent", "--", "true"])
+            .args([
+                "--raw",
+                "--box",
+                "trust",
+                "--image",
+                "/nonexistent",
+                "--",
+                "true",
+            ])
             .stdin(Stdio::null())
             .output()
             .unwrap();

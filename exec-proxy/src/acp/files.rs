@@ -44,7 +44,10 @@ pub fn route(params: &Value, mounts: &Mounts, write: bool) -> Route {
         return Route::Refused(code::INVALID_PARAMS, "path (a string) is required".into());
     };
     if !path.starts_with('/') {
-        return Route::Refused(code::INVALID_PARAMS, format!("path {path:?} is not absolute"));
+        return Route::Refused(
+            code::INVALID_PARAMS,
+            format!("path {path:?} is not absolute"),
+        );
     }
     let Some(mapped) = mounts.box_to_host(path) else {
         return Route::InBox;
@@ -72,8 +75,15 @@ pub fn route(params: &Value, mounts: &Mounts, write: bool) -> Route {
 /// `fs/read_text_file` in the box: the file boxd copies out of it (a
 /// symlink followed as the box resolves it), as text, from `line` (1-based)
 /// for `limit` lines.
-pub async fn read_in_box(client: &mut Client, box_name: &str, params: &Value) -> Result<Value, CallError> {
-    let path = params.get("path").and_then(Value::as_str).unwrap_or_default();
+pub async fn read_in_box(
+    client: &mut Client,
+    box_name: &str,
+    params: &Value,
+) -> Result<Value, CallError> {
+    let path = params
+        .get("path")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let mut stream = client
         .copy_out(v1::CopyOutRequest {
             box_name: box_name.to_owned(),
@@ -109,7 +119,10 @@ fn only_file(tar: &[u8], path: &str) -> Result<Vec<u8>, CallError> {
         None => return Err((code::INTERNAL_ERROR, format!("{path}: nothing was copied"))),
     };
     if !entry.header().entry_type().is_file() {
-        return Err((code::INTERNAL_ERROR, format!("{path} is not a regular file")));
+        return Err((
+            code::INTERNAL_ERROR,
+            format!("{path} is not a regular file"),
+        ));
     }
     if entry.size() > MAX_FILE as u64 {
         return Err(too_large(path));
@@ -132,7 +145,11 @@ fn lines(text: &str, params: &Value) -> String {
     }
     let skip = line.unwrap_or(1).saturating_sub(1) as usize;
     let take = limit.map_or(usize::MAX, |l| l as usize);
-    text.split('\n').skip(skip).take(take).collect::<Vec<_>>().join("\n")
+    text.split('\n')
+        .skip(skip)
+        .take(take)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `fs/write_text_file` in the box: `cat` into the path as the box
@@ -143,9 +160,15 @@ pub async fn write_in_box(
     env: &HashMap<String, String>,
     params: &Value,
 ) -> Result<Value, CallError> {
-    let path = params.get("path").and_then(Value::as_str).unwrap_or_default();
+    let path = params
+        .get("path")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let Some(content) = params.get("content").and_then(Value::as_str) else {
-        return Err((code::INVALID_PARAMS, "content (a string) is required".into()));
+        return Err((
+            code::INVALID_PARAMS,
+            "content (a string) is required".into(),
+        ));
     };
     let script = r#"d=$(dirname -- "$1") && mkdir -p -- "$d" && cat > "$1""#;
     let mut exec = ExecStream::start(
@@ -177,7 +200,12 @@ pub async fn write_in_box(
                 }
             }
             Some(ExecEvent::Exit(exit)) => break exit,
-            None => return Err((code::INTERNAL_ERROR, format!("{path}: the write did not finish"))),
+            None => {
+                return Err((
+                    code::INTERNAL_ERROR,
+                    format!("{path}: the write did not finish"),
+                ));
+            }
         }
     };
     feed.abort();
@@ -185,13 +213,24 @@ pub async fn write_in_box(
         return Ok(json!({}));
     }
     let why = String::from_utf8_lossy(&errors).trim().to_owned();
-    let why = if why.is_empty() { exit.error.clone() } else { why };
-    Err((code::INTERNAL_ERROR, format!("writing {path} in the box failed: {why}")))
+    let why = if why.is_empty() {
+        exit.error.clone()
+    } else {
+        why
+    };
+    Err((
+        code::INTERNAL_ERROR,
+        format!("writing {path} in the box failed: {why}"),
+    ))
 }
 
 fn failed(path: &str, s: &boxd_client::tonic::Status) -> CallError {
     let why = boxd_client::status_message(s);
-    let message = if why.contains(path) { why } else { format!("{path}: {why}") };
+    let message = if why.contains(path) {
+        why
+    } else {
+        format!("{path}: {why}")
+    };
     (code::INTERNAL_ERROR, message)
 }
 
@@ -217,8 +256,16 @@ mod tests {
         let ro = dir.path().join("ro");
         std::fs::create_dir_all(&ro).unwrap();
         let m = Mounts::new(vec![
-            Mount { host: proj.clone(), guest: "/workspace".into(), read_only: false },
-            Mount { host: ro.clone(), guest: "/ro".into(), read_only: true },
+            Mount {
+                host: proj.clone(),
+                guest: "/workspace".into(),
+                read_only: false,
+            },
+            Mount {
+                host: ro.clone(),
+                guest: "/ro".into(),
+                read_only: true,
+            },
         ]);
         let p = |path: &str| json!({"sessionId": "s", "path": path, "content": "x"});
         match route(&p("/workspace/a.txt"), &m, false) {
@@ -228,14 +275,33 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(route(&p("/workspace/new.txt"), &m, true), Route::Editor(_)));
+        assert!(matches!(
+            route(&p("/workspace/new.txt"), &m, true),
+            Route::Editor(_)
+        ));
         assert_eq!(route(&p("/etc/passwd"), &m, false), Route::InBox);
         assert_eq!(route(&p("/workspace/etc/passwd"), &m, false), Route::InBox);
-        assert_eq!(route(&p("/workspace/../etc/passwd"), &m, true), Route::InBox);
-        assert_eq!(route(&p("/ro/x"), &m, false), Route::Editor(json!({"sessionId": "s", "path": ro.join("x").to_str().unwrap(), "content": "x"})));
-        assert!(matches!(route(&p("/ro/x"), &m, true), Route::Refused(_, msg) if msg.contains("read-only")));
-        assert!(matches!(route(&p("rel"), &m, true), Route::Refused(code::INVALID_PARAMS, _)));
-        assert!(matches!(route(&json!({}), &m, true), Route::Refused(code::INVALID_PARAMS, _)));
+        assert_eq!(
+            route(&p("/workspace/../etc/passwd"), &m, true),
+            Route::InBox
+        );
+        assert_eq!(
+            route(&p("/ro/x"), &m, false),
+            Route::Editor(
+                json!({"sessionId": "s", "path": ro.join("x").to_str().unwrap(), "content": "x"})
+            )
+        );
+        assert!(
+            matches!(route(&p("/ro/x"), &m, true), Route::Refused(_, msg) if msg.contains("read-only"))
+        );
+        assert!(matches!(
+            route(&p("rel"), &m, true),
+            Route::Refused(code::INVALID_PARAMS, _)
+        ));
+        assert!(matches!(
+            route(&json!({}), &m, true),
+            Route::Refused(code::INVALID_PARAMS, _)
+        ));
     }
 
     #[test]
@@ -264,7 +330,12 @@ mod tests {
         h.set_size(0);
         b.append_data(&mut h, "d", &b""[..]).unwrap();
         let tar = b.into_inner().unwrap();
-        assert!(only_file(&tar, "/d").unwrap_err().1.contains("not a regular file"));
+        assert!(
+            only_file(&tar, "/d")
+                .unwrap_err()
+                .1
+                .contains("not a regular file")
+        );
         assert!(only_file(&[], "/x").is_err());
     }
 }

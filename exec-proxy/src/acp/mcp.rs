@@ -47,7 +47,10 @@ pub async fn decide(params: &mut Value, view: &mut BoxView<'_>) -> Vec<String> {
             .and_then(Value::as_str)
             .unwrap_or("(unnamed)")
             .to_owned();
-        let kind = server.get("type").and_then(Value::as_str).map(str::to_owned);
+        let kind = server
+            .get("type")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let keep = match kind.as_deref() {
             None | Some("stdio") => stdio(&mut server, &name, view, &mut warnings).await,
             Some("http" | "sse") => remote(&mut server, &name, view, &mut warnings),
@@ -73,7 +76,11 @@ async fn stdio(
     view: &mut BoxView<'_>,
     warnings: &mut Vec<String>,
 ) -> bool {
-    let Some(command) = server.get("command").and_then(Value::as_str).map(str::to_owned) else {
+    let Some(command) = server
+        .get("command")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
         warnings.push(format!("MCP server {name:?} left out: it names no command"));
         return false;
     };
@@ -90,7 +97,9 @@ async fn stdio(
         return false;
     }
     if in_box != command {
-        warnings.push(format!("MCP server {name:?}: {command} runs in the box as {in_box}"));
+        warnings.push(format!(
+            "MCP server {name:?}: {command} runs in the box as {in_box}"
+        ));
         server["command"] = Value::String(in_box);
     }
     if let Some(args) = server.get_mut("args").and_then(Value::as_array_mut) {
@@ -142,7 +151,9 @@ fn remote(server: &mut Value, name: &str, view: &BoxView<'_>, warnings: &mut Vec
         return false;
     };
     let Ok(mut parsed) = url::Url::parse(url) else {
-        warnings.push(format!("MCP server {name:?} left out: {url:?} is not a URL"));
+        warnings.push(format!(
+            "MCP server {name:?} left out: {url:?} is not a URL"
+        ));
         return false;
     };
     if !is_loopback(&parsed) {
@@ -162,14 +173,18 @@ fn remote(server: &mut Value, name: &str, view: &BoxView<'_>, warnings: &mut Vec
     if parsed.set_host(Some(HOST_ALIAS)).is_err() {
         return false;
     }
-    warnings.push(format!("MCP server {name:?}: {url} is reached from the box as {parsed}"));
+    warnings.push(format!(
+        "MCP server {name:?}: {url} is reached from the box as {parsed}"
+    ));
     server["url"] = Value::String(parsed.into());
     true
 }
 
 fn is_loopback(url: &url::Url) -> bool {
     match url.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost") || d.ends_with(".localhost"),
+        Some(url::Host::Domain(d)) => {
+            d.eq_ignore_ascii_case("localhost") || d.ends_with(".localhost")
+        }
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
         Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
         None => false,

@@ -66,7 +66,10 @@ pub struct Context {
 
 /// Lines read from a byte stream, bounded ([`relay::MAX_LINE`]).
 pub type Lines = LineReader<
-    tokio_util::io::StreamReader<tokio_stream::wrappers::ReceiverStream<std::io::Result<Bytes>>, Bytes>,
+    tokio_util::io::StreamReader<
+        tokio_stream::wrappers::ReceiverStream<std::io::Result<Bytes>>,
+        Bytes,
+    >,
 >;
 
 /// Lines from a channel of byte chunks.
@@ -91,7 +94,10 @@ pub fn stdin_chunks(closed: Arc<tokio::sync::Notify>) -> mpsc::Receiver<std::io:
             match stdin.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    if tx.blocking_send(Ok(Bytes::copy_from_slice(&buf[..n]))).is_err() {
+                    if tx
+                        .blocking_send(Ok(Bytes::copy_from_slice(&buf[..n])))
+                        .is_err()
+                    {
                         break;
                     }
                 }
@@ -103,7 +109,11 @@ pub fn stdin_chunks(closed: Arc<tokio::sync::Notify>) -> mpsc::Receiver<std::io:
 }
 
 /// Serves one agent exec until its stdout ends; returns its exit.
-pub async fn serve(cx: Context, exec: ExecStream, client_lines: Lines) -> Result<v1::ExecExit, Status> {
+pub async fn serve(
+    cx: Context,
+    exec: ExecStream,
+    client_lines: Lines,
+) -> Result<v1::ExecExit, Status> {
     let terminals = terminals::Shared::new();
     let relay = Arc::new(Mutex::new(Relay::new(
         &cx.box_name,
@@ -134,7 +144,15 @@ pub async fn serve(cx: Context, exec: ExecStream, client_lines: Lines) -> Result
         to_client.clone(),
         to_agent.clone(),
     ));
-    agent_side(cx.clone(), relay, terminals.clone(), lines(out_rx), to_client, to_agent).await;
+    agent_side(
+        cx.clone(),
+        relay,
+        terminals.clone(),
+        lines(out_rx),
+        to_client,
+        to_agent,
+    )
+    .await;
 
     // The agent's stdout ended: nothing the client sends matters now, and
     // what the agent said reaches the client before the proxy exits.
@@ -164,7 +182,11 @@ async fn pump_agent(
             }
             Some(ExecEvent::Stderr(b)) => sink.write(&b),
             Some(ExecEvent::Exit(exit)) => return Ok(exit),
-            None => return Err(Status::unavailable("boxd ended the agent's exec without an exit")),
+            None => {
+                return Err(Status::unavailable(
+                    "boxd ended the agent's exec without an exit",
+                ));
+            }
         }
     }
 }
@@ -320,7 +342,12 @@ async fn serve_work(
     let id = work.id().clone();
     let mut client = cx.client.clone();
     let answer: Result<Value, terminals::CallError> = match &work {
-        Work::Terminal { method, params, cwd, .. } => match method.as_str() {
+        Work::Terminal {
+            method,
+            params,
+            cwd,
+            ..
+        } => match method.as_str() {
             "terminal/create" => {
                 let defaults = terminals::Defaults {
                     box_name: cx.box_name.clone(),
@@ -335,7 +362,9 @@ async fn serve_work(
             "terminal/kill" => terminals.kill(params).await,
             _ => terminals.release(params).await,
         },
-        Work::ReadInBox { params, .. } => files::read_in_box(&mut client, &cx.box_name, params).await,
+        Work::ReadInBox { params, .. } => {
+            files::read_in_box(&mut client, &cx.box_name, params).await
+        }
         Work::WriteInBox { params, .. } => {
             files::write_in_box(&mut client, &cx.box_name, &cx.env, params).await
         }

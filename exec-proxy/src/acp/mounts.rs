@@ -283,7 +283,13 @@ mod tests {
         assert_eq!(to_box("/srv/same/x").as_deref(), Some("/srv/same/x"));
         // Already a box path: kept.
         assert_eq!(to_box("/workspace/a").as_deref(), Some("/workspace/a"));
-        for outside in ["/home/me/proj2", "/home/me", "/etc/passwd", "relative", "/home/me/proj/../x"] {
+        for outside in [
+            "/home/me/proj2",
+            "/home/me",
+            "/etc/passwd",
+            "relative",
+            "/home/me/proj/../x",
+        ] {
             assert_eq!(to_box(outside), None, "{outside}");
         }
     }
@@ -298,7 +304,12 @@ mod tests {
         assert_eq!(m.host, Path::new("/home/me/proj/src/a.rs"));
         assert_eq!(m.rel, Path::new("src/a.rs"));
         assert_eq!(t.box_to_host("/workspace").unwrap().rel, Path::new(""));
-        for outside in ["/etc/passwd", "/workspaces/x", "/workspace/../etc/passwd", "x"] {
+        for outside in [
+            "/etc/passwd",
+            "/workspaces/x",
+            "/workspace/../etc/passwd",
+            "x",
+        ] {
             assert!(t.box_to_host(outside).is_none(), "{outside}");
         }
         assert_eq!(t.display_on_host("/workspace/a"), "/home/me/proj/a");

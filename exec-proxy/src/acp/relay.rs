@@ -81,7 +81,9 @@ pub enum Work {
 impl Work {
     pub fn id(&self) -> &Value {
         match self {
-            Work::Terminal { id, .. } | Work::ReadInBox { id, .. } | Work::WriteInBox { id, .. } => id,
+            Work::Terminal { id, .. }
+            | Work::ReadInBox { id, .. }
+            | Work::WriteInBox { id, .. } => id,
         }
     }
 }
@@ -91,7 +93,10 @@ impl Work {
 enum Asked {
     Initialize,
     /// A session-setup request; its session runs in `cwd` (box path).
-    Setup { cwd: Option<String>, session: Option<String> },
+    Setup {
+        cwd: Option<String>,
+        session: Option<String>,
+    },
     List,
     Other,
 }
@@ -153,7 +158,10 @@ impl Relay {
                 return vec![Out::Client(to_line(&jsonrpc::error(
                     Value::Null,
                     code::INVALID_REQUEST,
-                    format!("a line of {len} bytes is longer than the {} MiB harness-box-exec accepts", MAX_LINE >> 20),
+                    format!(
+                        "a line of {len} bytes is longer than the {} MiB harness-box-exec accepts",
+                        MAX_LINE >> 20
+                    ),
                 )))];
             }
         };
@@ -184,7 +192,13 @@ impl Relay {
         }
     }
 
-    fn client_request(&mut self, id: Value, method: &str, raw: Vec<u8>, msg: &mut Value) -> Vec<Out> {
+    fn client_request(
+        &mut self,
+        id: Value,
+        method: &str,
+        raw: Vec<u8>,
+        msg: &mut Value,
+    ) -> Vec<Out> {
         let key = jsonrpc::id_key(&id);
         let params = msg.get_mut("params");
         let (asked, out) = match (method, params) {
@@ -192,11 +206,11 @@ impl Relay {
                 self.fs = rewrite::initialize_request(p);
                 (Asked::Initialize, Out::Agent(to_line(msg)))
             }
-            (
-                "session/new" | "session/load" | "session/resume" | "session/fork",
-                Some(p),
-            ) => {
-                let session = p.get("sessionId").and_then(Value::as_str).map(str::to_owned);
+            ("session/new" | "session/load" | "session/resume" | "session/fork", Some(p)) => {
+                let session = p
+                    .get("sessionId")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
                 match rewrite::session_dirs(p, &self.mounts) {
                     Ok(cwd) => {
                         let has_mcp = p
@@ -226,7 +240,11 @@ impl Relay {
             ("session/prompt", Some(p)) => {
                 let before = p.clone();
                 rewrite::prompt(p, &self.mounts);
-                let out = if *p == before { Out::Agent(raw) } else { Out::Agent(to_line(msg)) };
+                let out = if *p == before {
+                    Out::Agent(raw)
+                } else {
+                    Out::Agent(to_line(msg))
+                };
                 (Asked::Other, out)
             }
             _ => (Asked::Other, Out::Agent(raw)),
@@ -262,11 +280,17 @@ impl Relay {
             Line::Request(raw) => raw,
             Line::TooLarge { len } => {
                 return vec![
-                    Out::Warn(format!("dropped a line of {len} bytes from the agent: over the {} MiB limit", MAX_LINE >> 20)),
+                    Out::Warn(format!(
+                        "dropped a line of {len} bytes from the agent: over the {} MiB limit",
+                        MAX_LINE >> 20
+                    )),
                     Out::Agent(to_line(&jsonrpc::error(
                         Value::Null,
                         code::INVALID_REQUEST,
-                        format!("a line of {len} bytes is longer than the {} MiB harness-box-exec accepts", MAX_LINE >> 20),
+                        format!(
+                            "a line of {len} bytes is longer than the {} MiB harness-box-exec accepts",
+                            MAX_LINE >> 20
+                        ),
                     ))),
                 ];
             }
@@ -316,10 +340,15 @@ impl Relay {
     }
 
     fn agent_request(&mut self, id: Value, method: &str, msg: &mut Value) -> Vec<Out> {
-        let refuse = |code: i64, why: String| vec![Out::Agent(to_line(&jsonrpc::error(id.clone(), code, why)))];
+        let refuse = |code: i64, why: String| {
+            vec![Out::Agent(to_line(&jsonrpc::error(id.clone(), code, why)))]
+        };
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
         match method {
-            "terminal/create" | "terminal/output" | "terminal/wait_for_exit" | "terminal/kill"
+            "terminal/create"
+            | "terminal/output"
+            | "terminal/wait_for_exit"
+            | "terminal/kill"
             | "terminal/release" => {
                 let cwd = params
                     .get("sessionId")
@@ -396,7 +425,11 @@ impl Relay {
                     .get("params")
                     .and_then(|p| p.get("requestId"))
                     .is_some_and(|id| self.served.contains(&jsonrpc::id_key(id)));
-                if served { Vec::new() } else { vec![Out::Client(to_line(msg))] }
+                if served {
+                    Vec::new()
+                } else {
+                    vec![Out::Client(to_line(msg))]
+                }
             }
             "elicitation/complete" | "auth/status_update" => vec![Out::Client(to_line(msg))],
             other => vec![Out::Warn(format!(
@@ -413,9 +446,13 @@ impl Relay {
     /// Remembers tool calls that embed one of the proxy's terminals, and
     /// forgets those whose content no longer does.
     fn track_embeds(&mut self, params: &Value) {
-        let Some(update) = params.get("update") else { return };
+        let Some(update) = params.get("update") else {
+            return;
+        };
         let kind = update.get("sessionUpdate").and_then(Value::as_str);
-        if !matches!(kind, Some("tool_call" | "tool_call_update")) || update.get("content").is_none() {
+        if !matches!(kind, Some("tool_call" | "tool_call_update"))
+            || update.get("content").is_none()
+        {
             return;
         }
         let (Some(session), Some(call)) = (
@@ -435,8 +472,17 @@ impl Relay {
                     }
                 }
             }
-            let shown = embeds.iter().filter_map(|t| self.terminals.show(t)).collect::<String>();
-            self.embeds.insert(key, Embed { params: params.clone(), shown });
+            let shown = embeds
+                .iter()
+                .filter_map(|t| self.terminals.show(t))
+                .collect::<String>();
+            self.embeds.insert(
+                key,
+                Embed {
+                    params: params.clone(),
+                    shown,
+                },
+            );
         } else {
             self.embeds.remove(&key);
         }
@@ -518,8 +564,13 @@ mod tests {
     fn init(r: &mut Relay, fs: bool) {
         let out = r.from_client(line(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": fs, "writeTextFile": fs}, "terminal": true}}})));
-        assert_eq!(parsed(&out[0])["params"]["clientCapabilities"]["terminal"], true);
-        let back = r.from_agent(line(json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}})));
+        assert_eq!(
+            parsed(&out[0])["params"]["clientCapabilities"]["terminal"],
+            true
+        );
+        let back = r.from_agent(line(
+            json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}}),
+        ));
         assert!(matches!(&back[0], Out::Client(_)));
     }
 
@@ -531,17 +582,29 @@ mod tests {
             Out::Agent(l) => assert_eq!(l, &raw),
             other => panic!("{other:?}"),
         }
-        let note = br#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}"#.to_vec();
-        assert!(matches!(&r.from_client(Line::Request(note.clone()))[0], Out::Agent(l) if *l == note));
+        let note =
+            br#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}"#.to_vec();
+        assert!(
+            matches!(&r.from_client(Line::Request(note.clone()))[0], Out::Agent(l) if *l == note)
+        );
     }
 
     #[test]
     fn terminals_never_reach_the_client() {
         let mut r = relay();
         init(&mut r, true);
-        for m in ["terminal/create", "terminal/output", "terminal/wait_for_exit", "terminal/kill", "terminal/release"] {
+        for m in [
+            "terminal/create",
+            "terminal/output",
+            "terminal/wait_for_exit",
+            "terminal/kill",
+            "terminal/release",
+        ] {
             let out = r.from_agent(line(json!({"jsonrpc": "2.0", "id": m, "method": m, "params": {"sessionId": "s", "command": "ls", "terminalId": "t"}})));
-            assert!(matches!(&out[..], [Out::Serve(Work::Terminal { .. })]), "{m}: {out:?}");
+            assert!(
+                matches!(&out[..], [Out::Serve(Work::Terminal { .. })]),
+                "{m}: {out:?}"
+            );
         }
     }
 
@@ -550,32 +613,59 @@ mod tests {
         let mut r = relay();
         init(&mut r, false);
         let out = r.from_agent(line(json!({"jsonrpc": "2.0", "id": 1, "method": "fs/read_text_file", "params": {"sessionId": "s", "path": "/workspace/a"}})));
-        assert_eq!(parsed(&out[0])["error"]["code"], code::METHOD_NOT_FOUND, "not offered");
+        assert_eq!(
+            parsed(&out[0])["error"]["code"],
+            code::METHOD_NOT_FOUND,
+            "not offered"
+        );
         let mut r = relay();
         init(&mut r, true);
         let out = r.from_agent(line(json!({"jsonrpc": "2.0", "id": 2, "method": "fs/read_text_file", "params": {"sessionId": "s", "path": "/etc/shadow"}})));
-        assert!(matches!(&out[..], [Out::Serve(Work::ReadInBox { .. })]), "{out:?}");
+        assert!(
+            matches!(&out[..], [Out::Serve(Work::ReadInBox { .. })]),
+            "{out:?}"
+        );
         let out = r.from_agent(line(json!({"jsonrpc": "2.0", "id": 3, "method": "fs/write_text_file", "params": {"sessionId": "s", "path": "/tmp/x", "content": "c"}})));
-        assert!(matches!(&out[..], [Out::Serve(Work::WriteInBox { .. })]), "{out:?}");
+        assert!(
+            matches!(&out[..], [Out::Serve(Work::WriteInBox { .. })]),
+            "{out:?}"
+        );
     }
 
     #[test]
     fn only_acp_s_own_client_methods_pass() {
         let mut r = relay();
         init(&mut r, true);
-        for m in ["mcp/message", "_zed/open_browser", "session/new", "initialize"] {
-            let out = r.from_agent(line(json!({"jsonrpc": "2.0", "id": 9, "method": m, "params": {}})));
+        for m in [
+            "mcp/message",
+            "_zed/open_browser",
+            "session/new",
+            "initialize",
+        ] {
+            let out = r.from_agent(line(
+                json!({"jsonrpc": "2.0", "id": 9, "method": m, "params": {}}),
+            ));
             let v = parsed(&out[0]);
             assert_eq!(v["error"]["code"], code::METHOD_NOT_FOUND, "{m}");
-            assert!(matches!(&out[0], Out::Agent(_)), "the refusal goes back to the agent");
+            assert!(
+                matches!(&out[0], Out::Agent(_)),
+                "the refusal goes back to the agent"
+            );
         }
-        let out = r.from_agent(line(json!({"jsonrpc": "2.0", "method": "_x/notify", "params": {}})));
+        let out = r.from_agent(line(
+            json!({"jsonrpc": "2.0", "method": "_x/notify", "params": {}}),
+        ));
         assert!(matches!(&out[..], [Out::Warn(_)]));
         let out = r.from_agent(line(json!({"jsonrpc": "2.0", "id": 10, "method": "session/request_permission",
             "params": {"sessionId": "s", "options": [], "toolCall": {"toolCallId": "t", "locations": [{"path": "/workspace/a"}]}}})));
-        assert_eq!(parsed(&out[0])["params"]["toolCall"]["locations"][0]["path"], "/home/me/proj/a");
+        assert_eq!(
+            parsed(&out[0])["params"]["toolCall"]["locations"][0]["path"],
+            "/home/me/proj/a"
+        );
         // The client's answer goes back; a second answer to it does not.
-        let answer = line(json!({"jsonrpc": "2.0", "id": 10, "result": {"outcome": {"outcome": "cancelled"}}}));
+        let answer = line(
+            json!({"jsonrpc": "2.0", "id": 10, "result": {"outcome": {"outcome": "cancelled"}}}),
+        );
         assert!(matches!(&r.from_client(answer)[..], [Out::Agent(_)]));
         let again = line(json!({"jsonrpc": "2.0", "id": 10, "result": {}}));
         assert!(matches!(&r.from_client(again)[..], [Out::Warn(_)]));
@@ -584,10 +674,20 @@ mod tests {
     #[test]
     fn answers_to_requests_never_made_and_junk_are_dropped() {
         let mut r = relay();
-        let out = r.from_agent(line(json!({"jsonrpc": "2.0", "id": 77, "result": {"sessionId": "forged"}})));
+        let out = r.from_agent(line(
+            json!({"jsonrpc": "2.0", "id": 77, "result": {"sessionId": "forged"}}),
+        ));
         assert!(matches!(&out[..], [Out::Warn(w)] if w.contains("never made")));
-        assert!(matches!(&r.from_agent(Line::Request(b"not json".to_vec()))[..], [Out::Warn(_)]));
-        assert!(matches!(&r.from_agent(Line::Request(b"[{\"id\":1,\"method\":\"fs/read_text_file\"}]".to_vec()))[..], [Out::Warn(_)]));
+        assert!(matches!(
+            &r.from_agent(Line::Request(b"not json".to_vec()))[..],
+            [Out::Warn(_)]
+        ));
+        assert!(matches!(
+            &r.from_agent(Line::Request(
+                b"[{\"id\":1,\"method\":\"fs/read_text_file\"}]".to_vec()
+            ))[..],
+            [Out::Warn(_)]
+        ));
         let out = r.from_agent(Line::TooLarge { len: 1 << 30 });
         assert!(matches!(&out[..], [Out::Warn(_), Out::Agent(_)]));
         let out = r.from_client(Line::Request(b"{oops".to_vec()));
@@ -601,17 +701,28 @@ mod tests {
         let mut r = relay();
         let out = r.from_client(line(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/home/me/proj", "mcpServers": []}})));
         assert_eq!(parsed(&out[0])["params"]["cwd"], "/workspace");
-        r.from_agent(line(json!({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}})));
+        r.from_agent(line(
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}}),
+        ));
         assert_eq!(r.sessions.get("s1").map(String::as_str), Some("/workspace"));
         let out = r.from_agent(line(json!({"jsonrpc": "2.0", "id": 5, "method": "terminal/create", "params": {"sessionId": "s1", "command": "ls"}})));
-        assert!(matches!(&out[0], Out::Serve(Work::Terminal { cwd: Some(c), .. }) if c == "/workspace"));
+        assert!(
+            matches!(&out[0], Out::Serve(Work::Terminal { cwd: Some(c), .. }) if c == "/workspace")
+        );
         let out = r.from_client(line(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/home/me/elsewhere", "mcpServers": []}})));
         let e = parsed(&out[0]);
         assert_eq!(e["id"], 2);
         assert_eq!(e["error"]["code"], code::INVALID_PARAMS);
         let msg = e["error"]["message"].as_str().unwrap();
-        assert!(msg.contains("/home/me/elsewhere") && msg.contains("--mount /home/me/elsewhere:/home/me/elsewhere"), "{msg}");
-        assert!(matches!(&out[0], Out::Client(_)), "answered to the client, never forwarded");
+        assert!(
+            msg.contains("/home/me/elsewhere")
+                && msg.contains("--mount /home/me/elsewhere:/home/me/elsewhere"),
+            "{msg}"
+        );
+        assert!(
+            matches!(&out[0], Out::Client(_)),
+            "answered to the client, never forwarded"
+        );
         let out = r.from_client(line(json!({"jsonrpc": "2.0", "id": 3, "method": "session/new", "params": {"cwd": "/home/me/proj", "mcpServers": [{"name": "x", "command": "/bin/x", "args": [], "env": []}]}})));
         assert!(matches!(&out[0], Out::Setup(_)));
     }

@@ -33,9 +33,7 @@ pub fn initialize_request(params: &mut Value) -> FsCaps {
     let Some(p) = params.as_object_mut() else {
         return FsCaps::default();
     };
-    let caps = p
-        .entry("clientCapabilities")
-        .or_insert_with(|| json!({}));
+    let caps = p.entry("clientCapabilities").or_insert_with(|| json!({}));
     if !caps.is_object() {
         *caps = json!({});
     }
@@ -88,7 +86,12 @@ pub fn initialize_result(result: &mut Value, relaunch: &Relaunch) {
                 .unwrap_or_default()
                 .to_owned();
             let mut args: Vec<Value> = relaunch.args.iter().cloned().map(Value::String).collect();
-            for (k, v) in auth.get("env").and_then(Value::as_object).into_iter().flatten() {
+            for (k, v) in auth
+                .get("env")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
                 if let Some(v) = v.as_str() {
                     args.insert(0, Value::String(format!("--env={k}={v}")));
                 }
@@ -140,7 +143,10 @@ pub fn session_dirs(params: &mut Value, mounts: &Mounts) -> Result<Option<String
         cwd = Some(mapped.clone());
         *v = Value::String(mapped);
     }
-    if let Some(dirs) = p.get_mut("additionalDirectories").and_then(Value::as_array_mut) {
+    if let Some(dirs) = p
+        .get_mut("additionalDirectories")
+        .and_then(Value::as_array_mut)
+    {
         for d in dirs {
             if let Some(s) = d.as_str() {
                 let mapped = mounts.host_to_box(s).ok_or_else(|| Unmapped {
@@ -175,7 +181,10 @@ pub fn list_result(result: &mut Value, mounts: &Mounts) {
         {
             *v = Value::String(mounts.display_on_host(p));
         }
-        if let Some(dirs) = s.get_mut("additionalDirectories").and_then(Value::as_array_mut) {
+        if let Some(dirs) = s
+            .get_mut("additionalDirectories")
+            .and_then(Value::as_array_mut)
+        {
             for d in dirs {
                 if let Some(p) = d.as_str() {
                     *d = Value::String(mounts.display_on_host(p));
@@ -239,7 +248,11 @@ pub fn embedded_terminals(tool_call: &Value) -> Vec<String> {
 /// terminals (which the client never created, so cannot show) becomes
 /// text, `show(id)` giving that terminal's output (`None`: an id the
 /// proxy does not know, left out).
-pub fn tool_call(tool_call: &mut Map<String, Value>, mounts: &Mounts, show: &dyn Fn(&str) -> Option<String>) {
+pub fn tool_call(
+    tool_call: &mut Map<String, Value>,
+    mounts: &Mounts,
+    show: &dyn Fn(&str) -> Option<String>,
+) {
     if let Some(locations) = tool_call.get_mut("locations").and_then(Value::as_array_mut) {
         for l in locations {
             if let Some(v) = l.get_mut("path")
@@ -268,7 +281,10 @@ pub fn tool_call(tool_call: &mut Map<String, Value>, mounts: &Mounts, show: &dyn
             true
         }
         Some("terminal") => {
-            let id = c.get("terminalId").and_then(Value::as_str).unwrap_or_default();
+            let id = c
+                .get("terminalId")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             match show(id) {
                 Some(output) => {
                     *c = json!({"type": "content", "content": {"type": "text", "text": output}});
@@ -298,7 +314,11 @@ pub fn session_update(params: &mut Value, mounts: &Mounts, show: &dyn Fn(&str) -
 }
 
 /// A permission request's tool call as the client gets it.
-pub fn request_permission(params: &mut Value, mounts: &Mounts, show: &dyn Fn(&str) -> Option<String>) {
+pub fn request_permission(
+    params: &mut Value,
+    mounts: &Mounts,
+    show: &dyn Fn(&str) -> Option<String>,
+) {
     if let Some(tc) = params.get_mut("toolCall").and_then(Value::as_object_mut) {
         tool_call(tc, mounts, show);
     }
@@ -318,7 +338,11 @@ pub fn fenced(output: &str) -> String {
         }
     }
     let fence = "`".repeat(longest.max(2) + 1);
-    let nl = if output.ends_with('\n') || output.is_empty() { "" } else { "\n" };
+    let nl = if output.ends_with('\n') || output.is_empty() {
+        ""
+    } else {
+        "\n"
+    };
     format!("{fence}\n{output}{nl}{fence}")
 }
 
@@ -344,7 +368,13 @@ mod tests {
             "_meta": {"terminal-auth": true, "other": 1}},
             "clientInfo": {"name": "zed"}});
         let caps = initialize_request(&mut p);
-        assert_eq!(caps, FsCaps { read: true, write: false });
+        assert_eq!(
+            caps,
+            FsCaps {
+                read: true,
+                write: false
+            }
+        );
         let c = &p["clientCapabilities"];
         assert_eq!(c["terminal"], true);
         assert_eq!(c["auth"]["terminal"], false);
@@ -377,7 +407,10 @@ mod tests {
         assert!(auth.get("env").is_none());
         assert_eq!(auth["label"], "Login");
         assert_eq!(r["authMethods"][1]["args"], json!(["--terminal-login"]));
-        assert_eq!(r["agentCapabilities"]["mcpCapabilities"], json!({"http": true}));
+        assert_eq!(
+            r["agentCapabilities"]["mcpCapabilities"],
+            json!({"http": true})
+        );
     }
 
     #[test]
@@ -389,10 +422,16 @@ mod tests {
         let mut out = json!({"cwd": "/home/me/other"});
         assert_eq!(
             session_dirs(&mut out, &m),
-            Err(Unmapped { field: "cwd", path: "/home/me/other".into() })
+            Err(Unmapped {
+                field: "cwd",
+                path: "/home/me/other".into()
+            })
         );
         let mut extra = json!({"cwd": "/workspace", "additionalDirectories": ["/etc"]});
-        assert_eq!(session_dirs(&mut extra, &m).unwrap_err().field, "additionalDirectories");
+        assert_eq!(
+            session_dirs(&mut extra, &m).unwrap_err().field,
+            "additionalDirectories"
+        );
     }
 
     #[test]
@@ -415,10 +454,23 @@ mod tests {
         assert_eq!(u["locations"][1]["path"], "/etc/hosts");
         assert_eq!(u["content"][0]["path"], "/home/me/proj/a.rs");
         assert_eq!(u["content"][1]["content"]["text"], "```\nhello\n```");
-        assert_eq!(u["content"].as_array().unwrap().len(), 3, "the unknown terminal is left out");
-        assert_eq!(u["content"][2]["content"]["uri"], "file:///home/me/proj/a.rs");
-        assert_eq!(u["rawInput"]["file_path"], "/workspace/a.rs", "free-form input is the agent's");
-        assert_eq!(embedded_terminals(&json!({"content": [{"type": "terminal", "terminalId": "x"}]})), ["x"]);
+        assert_eq!(
+            u["content"].as_array().unwrap().len(),
+            3,
+            "the unknown terminal is left out"
+        );
+        assert_eq!(
+            u["content"][2]["content"]["uri"],
+            "file:///home/me/proj/a.rs"
+        );
+        assert_eq!(
+            u["rawInput"]["file_path"], "/workspace/a.rs",
+            "free-form input is the agent's"
+        );
+        assert_eq!(
+            embedded_terminals(&json!({"content": [{"type": "terminal", "terminalId": "x"}]})),
+            ["x"]
+        );
     }
 
     #[test]
@@ -429,17 +481,26 @@ mod tests {
             {"type": "resource_link", "name": "a", "uri": "file:///home/me/proj/a.rs"},
             {"type": "resource", "resource": {"uri": "file:///home/me/proj/b.rs", "text": "b"}}]});
         prompt(&mut p, &m);
-        assert_eq!(p["prompt"][0]["text"], "look at /home/me/proj/a.rs", "text is the user's");
+        assert_eq!(
+            p["prompt"][0]["text"], "look at /home/me/proj/a.rs",
+            "text is the user's"
+        );
         assert_eq!(p["prompt"][1]["uri"], "file:///workspace/a.rs");
         assert_eq!(p["prompt"][2]["resource"]["uri"], "file:///workspace/b.rs");
         let mut chunk = json!({"update": {"sessionUpdate": "agent_message_chunk",
             "content": {"type": "resource_link", "name": "a", "uri": "file:///workspace/a.rs"}}});
         session_update(&mut chunk, &m, &|_| None);
-        assert_eq!(chunk["update"]["content"]["uri"], "file:///home/me/proj/a.rs");
+        assert_eq!(
+            chunk["update"]["content"]["uri"],
+            "file:///home/me/proj/a.rs"
+        );
         let mut listed = json!({"sessions": [{"sessionId": "1", "cwd": "/workspace", "additionalDirectories": ["/workspace/x"]}]});
         list_result(&mut listed, &m);
         assert_eq!(listed["sessions"][0]["cwd"], "/home/me/proj");
-        assert_eq!(listed["sessions"][0]["additionalDirectories"][0], "/home/me/proj/x");
+        assert_eq!(
+            listed["sessions"][0]["additionalDirectories"][0],
+            "/home/me/proj/x"
+        );
     }
 
     #[test]

@@ -430,13 +430,17 @@ fn find<'a>(
     id: &str,
     params: &Value,
 ) -> Result<&'a mut Terminal, CallError> {
-    let term = live
-        .get_mut(id)
-        .ok_or_else(|| invalid(&format!("unknown terminal {id:?} (never created, or released)")))?;
+    let term = live.get_mut(id).ok_or_else(|| {
+        invalid(&format!(
+            "unknown terminal {id:?} (never created, or released)"
+        ))
+    })?;
     if let Some(s) = params.get("sessionId").and_then(Value::as_str)
         && s != term.session_id
     {
-        return Err(invalid(&format!("terminal {id:?} belongs to another session")));
+        return Err(invalid(&format!(
+            "terminal {id:?} belongs to another session"
+        )));
     }
     Ok(term)
 }
@@ -480,7 +484,11 @@ mod tests {
         assert_eq!(o.text(true), "a€");
         let mut done = Output::new(100);
         done.push(&[b'a', 0xE2]);
-        assert_eq!(done.text(false), "a\u{FFFD}", "an exited command's bytes are all shown");
+        assert_eq!(
+            done.text(false),
+            "a\u{FFFD}",
+            "an exited command's bytes are all shown"
+        );
         assert_eq!(complete_prefix(b"abc"), 3);
         assert_eq!(complete_prefix(&[0xF0, 0x9F, 0x98]), 0);
         assert_eq!(complete_prefix(&[0xF0, 0x9F, 0x98, 0x80]), 4);
