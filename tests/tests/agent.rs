@@ -297,7 +297,7 @@ fn turn_across_daemon_restarts(s: &mut Setup) {
 fn sdk_host_turn(s: &Setup) {
     let begin = Instant::now();
     let out = Command::new("node")
-        .arg(acp_dir().join("acp-client.mjs"))
+        .arg(acp_dir().join("editor-client.mjs"))
         .args([
             "--cwd",
             "/workspace",
@@ -312,10 +312,10 @@ fn sdk_host_turn(s: &Setup) {
         .env("BOXD_HOME", &s.daemon.home)
         .stdin(Stdio::null())
         .output()
-        .expect("run acp-client.mjs");
+        .expect("run editor-client.mjs");
     let took = begin.elapsed();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "acp-client.mjs: {stderr}");
+    assert!(out.status.success(), "editor-client.mjs: {stderr}");
     let result: Value = serde_json::from_slice(&out.stdout).expect("one JSON result");
     assert_eq!(result["stopReason"], "end_turn", "{result}\n{stderr}");
     assert_eq!(result["initialize"]["agentInfo"]["name"], "pi-acp");
