@@ -635,20 +635,27 @@ mod tests {
     async fn stdin_in_flight_stays_within_the_window_and_signals_overtake_it() {
         let (first, mut rx, _broken) = call();
         let h = Handle::spawn(first, 0, true);
-        let half = (STDIN_WINDOW / 2) as usize;
-        for _ in 0..3 {
-            h.input.stdin(vec![b'x'; half]).await.unwrap();
+        // A window's worth and one piece more, sent as one buffer: it goes
+        // in pieces of STDIN_CHUNK.
+        let pieces = (STDIN_WINDOW as usize) / STDIN_CHUNK;
+        let input = h.input.clone();
+        tokio::spawn(async move {
+            input
+                .stdin(vec![b'x'; (pieces + 1) * STDIN_CHUNK])
+                .await
+                .unwrap();
+        });
+        for _ in 0..pieces {
+            assert!(matches!(recv(&mut rx).await, Msg::Stdin(d) if d.len() == STDIN_CHUNK));
         }
-        assert!(matches!(recv(&mut rx).await, Msg::Stdin(d) if d.len() == half));
-        assert!(matches!(recv(&mut rx).await, Msg::Stdin(d) if d.len() == half));
-        // A window's worth in flight: the third waits, a signal does not.
+        // A window's worth in flight: the last piece waits, a signal does not.
         h.input.signal("SIGINT").await.unwrap();
         assert!(matches!(recv(&mut rx).await, Msg::Signal(_)));
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(rx.try_recv().is_err(), "held by the window");
-        // The command took the first half.
-        h.given(half as u64);
-        assert!(matches!(recv(&mut rx).await, Msg::Stdin(d) if d.len() == half));
+        // The command took the first piece.
+        h.given(STDIN_CHUNK as u64);
+        assert!(matches!(recv(&mut rx).await, Msg::Stdin(d) if d.len() == STDIN_CHUNK));
         // The EOF follows the stdin, once it is sent.
         h.input.close_stdin().await.unwrap();
         assert_eq!(recv(&mut rx).await, Msg::CloseStdin(true));
@@ -699,10 +706,13 @@ mod tests {
     async fn a_reattach_without_the_stdin_it_needs_fails() {
         let (first, mut rx1, _broken1) = call();
         let h = Handle::spawn(first, 0, false);
-        // 5 MiB in 1 MiB chunks: the first MiB is no longer kept.
+        // 5 MiB in 1 MiB writes (each sent in pieces): the first MiB is no
+        // longer kept.
         for _ in 0..5 {
             h.input.stdin(vec![b'x'; 1 << 20]).await.unwrap();
-            assert!(matches!(recv(&mut rx1).await, Msg::Stdin(_)));
+            for _ in 0..(1 << 20) / STDIN_CHUNK {
+                assert!(matches!(recv(&mut rx1).await, Msg::Stdin(_)));
+            }
         }
         h.unlink();
         let (second, _rx2, _broken2) = call();
@@ -711,6 +721,6 @@ mod tests {
         assert!(e.message().contains("1 bytes of stdin are lost"), "{e:?}");
         let (third, mut rx3, _broken3) = call();
         assert_eq!(h.relink(third, 1 << 20).await.unwrap(), 4 << 20);
-        assert!(matches!(recv(&mut rx3).await, Msg::Stdin(d) if d.len() == 1 << 20));
+        assert!(matches!(recv(&mut rx3).await, Msg::Stdin(d) if d.len() == STDIN_CHUNK));
     }
 }
