@@ -341,15 +341,34 @@ async fn messages_at_and_over_the_size_limit() {
     // A huge exec input chunk, over the limit, on an open stream.
     let mut c2 = d.client().await;
     up(&mut c2, "sized", busybox_spec()).await;
+    // The client library sends stdin in small pieces, so this one is
+    // written on the raw call, as a client of its own would.
     let mut c = c;
     let mut start = start_req("sized", &["cat"]);
     start.stdin = true;
-    let mut exec = ExecStream::start(&mut c, start).await.unwrap();
-    let _ = exec.input().stdin(vec![b'x'; limit + 10]).await;
-    let out = tokio::time::timeout(std::time::Duration::from_secs(20), exec.next())
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let msg = |m| v1::ExecRequest { msg: Some(m) };
+    tx.send(msg(v1::exec_request::Msg::Start(start))).await.unwrap();
+    tx.send(msg(v1::exec_request::Msg::Stdin(vec![b'x'; limit + 10].into())))
         .await
-        .expect("the stream ended");
-    let err = out.expect_err("an over-limit input ends the stream with an error");
+        .unwrap();
+    let mut events = c
+        .exec(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("the exec call opens")
+        .into_inner();
+    let err = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            match events.message().await {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("the stream ended without an error"),
+                Err(e) => break e,
+            }
+        }
+    })
+    .await
+    .expect("an over-limit input ends the stream with an error within 20 s");
+    drop(tx);
     assert!(err.message().contains("exec input refused"), "{err:?}");
     still_up(&mut c2, 1).await;
     assert_eq!(sh(&mut c2, "sized", "echo fine").await, "fine\n");
