@@ -49,7 +49,7 @@ test: build
 # as an ordinary user with a boxd of its own (scripts/isolation-as-user.sh).
 # LOAD_EXECS sets the sequential-exec run (10000).
 faults: build
-	$(CARGO) test -p boxd-tests --test faults --test load --test hostile --test isolation -- --test-threads 1 --nocapture
+	$(CARGO) test -p boxd-tests --test faults --test load --test hostile --test isolation --test host_tools -- --test-threads 1 --nocapture
 	@scripts/isolation-as-user.sh
 
 # The lifecycle bench compares with podman --runtime runc (installed here by
@@ -69,10 +69,10 @@ bench: deps
 # Fuzz the JSONL line reader/request parser, the output encoder, request
 # validation, the namespace engine's bubblewrap translation, `docker save`
 # import, layer unpacking, box archive import and the egress proxy's
-# request handling, the ACP proxy's relay (cargo-fuzz on the stable toolchain; FUZZ_SECONDS per
+# request handling, the ACP proxy's relay, the unpacker of `boxctl cp` (cargo-fuzz on the stable toolchain; FUZZ_SECONDS per
 # target, FUZZ_TARGETS to pick).
 FUZZ_SECONDS ?= 300
-FUZZ_TARGETS ?= jsonl_request jsonl_output box_request bwrap_args image_import layer_unpack box_archive_import egress_request acp_relay
+FUZZ_TARGETS ?= jsonl_request jsonl_output box_request bwrap_args image_import layer_unpack box_archive_import egress_request acp_relay cp_unpack
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && for t in $(FUZZ_TARGETS); do \
@@ -83,7 +83,7 @@ fuzz:
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy -p boxd-tests --test faults --test load --test hostile --test isolation -- -D warnings
+	$(CARGO) clippy -p boxd-tests --test faults --test load --test hostile --test isolation --test host_tools -- -D warnings
 	$(CARGO) clippy -p boxd --all-targets --features boxlite-test-support -- -D warnings
 
 # Type-check (and lint) the macOS-only code from Linux: the XPC shim, and

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs the isolation suite (tests/tests/isolation.rs) as an ordinary user,
-# against a boxd of that user: what a person who installs boxd for
-# themselves gets. Run as root (`make faults` does, when it runs as root);
+# Runs the isolation suite (tests/tests/isolation.rs) and the host-side
+# tools suite (tests/tests/host_tools.rs) as an ordinary user, against a
+# boxd of that user: what a person who installs boxd for themselves gets. Run as root (`make faults` does, when it runs as root);
 # it makes the user `boxd-ci` (with a subordinate id range, as useradd
 # gives one) if missing, and copies what the suite needs where that user
 # can read it, since the checkout may sit in a private directory.
@@ -19,12 +19,16 @@ grep -q "^$user:" /etc/subuid 2>/dev/null || usermod --add-subuids 300000-365535
 grep -q "^$user:" /etc/subgid 2>/dev/null || usermod --add-subgids 300000-365535 "$user"
 
 cargo=${CARGO:-cargo}
-bin=$($cargo test -p boxd-tests --test isolation --no-run --message-format=json 2>/dev/null |
-  python3 -c 'import json,sys
+suites="isolation host_tools"
+exe() {
+  $cargo test -p boxd-tests --test "$1" --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "isolation" and m.get("executable"):
-        print(m["executable"])')
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == sys.argv[1] and m.get("executable"):
+        print(m["executable"])' "$1"
+}
+bin=$(exe isolation)
 profile=$(dirname "$(dirname "$bin")")
 target=$(dirname "$profile")
 node=$(scripts/node-image.sh)
@@ -33,7 +37,9 @@ node=$(scripts/node-image.sh)
 stage=$(mktemp -d /var/tmp/boxd-isolation-XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/target/debug/deps" "$stage/target/test-images"
-cp "$bin" "$stage/target/debug/deps/isolation"
+for suite in $suites; do
+  cp "$(exe "$suite")" "$stage/target/debug/deps/$suite"
+done
 cp "$profile/boxd" "$profile/boxctl" "$profile/harness-box-exec" "$stage/target/debug/"
 # The busybox layout and the probes exist once the suite ran as root.
 cp -a "$target/test-images/busybox" "$target/test-images/probes" "$stage/target/test-images/"
@@ -41,8 +47,10 @@ cp -a "$node" "$stage/node"
 chmod -R a+rX "$stage"
 chmod 755 "$stage"
 
-echo "isolation suite as $user (uid $(id -u "$user")):"
 cd /tmp
-runuser -u "$user" -- env -i PATH="$PATH" HOME="$(getent passwd "$user" | cut -d: -f6)" \
-  RUST_LOG="${RUST_LOG:-warn}" BOXD_NODE_IMAGE="$stage/node" \
-  "$stage/target/debug/deps/isolation" --test-threads 1 --nocapture
+for suite in $suites; do
+  echo "$suite suite as $user (uid $(id -u "$user")):"
+  runuser -u "$user" -- env -i PATH="$PATH" HOME="$(getent passwd "$user" | cut -d: -f6)" \
+    RUST_LOG="${RUST_LOG:-warn}" BOXD_NODE_IMAGE="$stage/node" \
+    "$stage/target/debug/deps/$suite" --test-threads 1 --nocapture
+done

@@ -123,9 +123,24 @@ enum Command {
     /// Write a box (its spec without secret values, its image reference
     /// and its files) to an archive FILE, which must not exist.
     Export { name: String, file: PathBuf },
-    /// Make a new box NAME from an archive `export` wrote.
+    /// Make a new box NAME from an archive `export` wrote. The archive's
+    /// mounts, secrets, allow-list and published ports are not imported:
+    /// give the network and ports again here.
     #[command(name = "import-box")]
-    ImportBox { file: PathBuf, name: String },
+    ImportBox {
+        file: PathBuf,
+        name: String,
+        /// A host the new box may reach (repeatable; as `create`).
+        #[arg(long = "allow-net", value_name = "HOST")]
+        allow_net: Vec<String>,
+        /// A port the new box publishes (repeatable; as `create`).
+        #[arg(
+            long = "publish",
+            short = 'p',
+            value_name = "[HOST_IP:]HOST_PORT:BOX_PORT"
+        )]
+        publish: Vec<String>,
+    },
     /// Follow box state changes.
     Events,
     /// Check what this host can run and what is missing, with fixes.
@@ -383,7 +398,12 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
         Command::Snapshot { action } => snapshot::snapshot(ctx, action).await,
         Command::Clone { source, name } => snapshot::clone(ctx, source, name).await,
         Command::Export { name, file } => snapshot::export(ctx, name, file).await,
-        Command::ImportBox { file, name } => snapshot::import(ctx, file, name).await,
+        Command::ImportBox {
+            file,
+            name,
+            allow_net,
+            publish,
+        } => snapshot::import(ctx, file, name, allow_net, publish).await,
         Command::Events => {
             let mut stream = ctx
                 .client()

@@ -187,13 +187,25 @@ pub async fn export(ctx: &Ctx, name: String, file: std::path::PathBuf) -> Result
     Ok(0)
 }
 
-pub async fn import(ctx: &Ctx, file: std::path::PathBuf, name: String) -> Result<u8, Failure> {
+pub async fn import(
+    ctx: &Ctx,
+    file: std::path::PathBuf,
+    name: String,
+    allow_net: Vec<String>,
+    publish: Vec<String>,
+) -> Result<u8, Failure> {
+    let ports = publish
+        .iter()
+        .map(|p| boxd_client::spec::parse_publish(p))
+        .collect::<Result<Vec<_>, _>>()?;
     let reply = ctx
         .client()
         .await?
         .import_box(v1::ImportBoxRequest {
             path: absolute(&file)?,
             name,
+            allow_net,
+            ports,
         })
         .await?
         .into_inner();

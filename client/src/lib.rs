@@ -15,7 +15,6 @@
 //!   builder, pulls with progress, [`boxes::create_or_reuse`]);
 //!   [`ErrorKind`] says what a status or a connect error is.
 
-pub mod archive;
 pub mod boxes;
 pub mod copy;
 mod error_kind;
@@ -25,8 +24,8 @@ pub mod spawn;
 pub mod spec;
 pub mod stderr;
 pub mod stdio;
-pub mod trust;
 
+pub use boxd_fs::{archive, trust};
 pub use boxd_proto::paths::{Paths, PathsError};
 pub use boxd_proto::wire::{CONNECTION_WINDOW, MAX_MESSAGE, STREAM_WINDOW};
 pub use boxd_proto::{bytes, tonic, v1};

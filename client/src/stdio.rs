@@ -4,7 +4,8 @@
 //! Stdout carries the command's stdout and nothing else; the command's
 //! stderr goes to stderr; stdin EOF closes the command's stdin; SIGINT,
 //! SIGTERM and SIGHUP are forwarded to the command (SIGWINCH becomes a
-//! resize on a TTY); a closed stdout sends the command SIGPIPE. When the
+//! resize on a TTY); a closed stdout sends the command SIGPIPE once, and
+//! this process ends with the command (or 141 after [`PIPE_GRACE`]). When the
 //! exec is reconnecting ([`ExecStream::reconnecting`]), losing boxd and
 //! reattaching, and any output lost meanwhile, are each told in one line on
 //! stderr.
@@ -19,6 +20,10 @@ use crate::{ExecEvent, ExecInput, ExecStream, Reconnect};
 
 /// Exit code when the command could not be started or its exit is unknown.
 pub const EXEC_FAILED: u8 = 125;
+
+/// How long a command whose reader went away has to end before this
+/// process ends without it (exit 141, as SIGPIPE would make it).
+pub const PIPE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[derive(Clone, Default)]
 pub struct Attach {
@@ -59,12 +64,30 @@ pub async fn attach(exec: ExecStream, how: Attach) -> Result<v1::ExecExit, Statu
         forward_signals(input.clone(), how.tty);
     }
     let mut stdout = std::io::stdout();
+    // When our reader goes away (`| head`), the command is told as a pipe
+    // would tell it: SIGPIPE, once. It then has a moment to end (its exit
+    // is ours); one that ignores SIGPIPE does not keep this process.
+    let mut reader_gone: Option<tokio::time::Instant> = None;
     loop {
-        match exec.next().await? {
+        let next = match reader_gone {
+            Some(at) => match tokio::time::timeout_at(at, exec.next()).await {
+                Ok(n) => n?,
+                Err(_) => {
+                    return Ok(v1::ExecExit {
+                        signal: Some(libc::SIGPIPE),
+                        ..Default::default()
+                    });
+                }
+            },
+            None => exec.next().await?,
+        };
+        match next {
             Some(ExecEvent::Stdout(b)) => {
-                if stdout.write_all(&b).and_then(|_| stdout.flush()).is_err() {
-                    // Our reader went away (e.g. `| head`); stop the command.
+                if reader_gone.is_none()
+                    && stdout.write_all(&b).and_then(|_| stdout.flush()).is_err()
+                {
                     let _ = input.signal("SIGPIPE").await;
+                    reader_gone = Some(tokio::time::Instant::now() + PIPE_GRACE);
                 }
             }
             Some(ExecEvent::Stderr(b)) => to_stderr(&b),

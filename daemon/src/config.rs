@@ -23,6 +23,8 @@ pub struct File {
     /// The most boxes this daemon holds at once; creates beyond it are
     /// refused (0: no limit).
     pub max_boxes: Option<usize>,
+    /// The most client connections served at once.
+    pub max_connections: Option<usize>,
     /// The most bytes one image may unpack to: a number of bytes, or a
     /// string such as `"32G"` (0: no limit).
     pub max_image_size: Option<Size>,
@@ -117,6 +119,7 @@ pub struct Settings {
     pub engine: EngineChoice,
     pub idle_exit: u64,
     pub max_boxes: usize,
+    pub max_connections: usize,
     /// Bytes; 0: no limit.
     pub max_image_size: u64,
     /// Where the file was read from, if one was.

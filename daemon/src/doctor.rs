@@ -365,9 +365,9 @@ fn engine() -> Vec<Check> {
     checks
 }
 
-/// The socket judged as every client judges it (`boxd_client::trust`).
+/// The socket judged as every client judges it (`boxd_fs::trust`).
 fn socket(socket: &Path) -> Check {
-    use boxd_client::trust::{self, CheckError, Problem};
+    use boxd_fs::trust::{self, CheckError, Problem};
     let Some(dir) = socket.parent() else {
         return Check::fail(
             "socket",

@@ -4,7 +4,9 @@
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use boxd_client::trust;
+use std::future::Future;
+
+use boxd_fs::trust;
 
 use boxd_proto::tonic::{Request, Status, transport::server::UdsConnectInfo};
 use tokio::net::UnixListener;
@@ -87,16 +89,26 @@ pub async fn bind(socket: &Path) -> Result<UnixListener, ListenError> {
 }
 
 /// Refuses any peer whose uid is not the daemon's, whatever the file
-/// permissions allowed through.
+/// permissions allowed through; and every call on a connection over the
+/// cap ([`tracked`]).
 #[allow(clippy::result_large_err)]
 pub fn check_peer(req: Request<()>) -> Result<Request<()>, Status> {
     // SAFETY: getuid has no preconditions.
     let me = unsafe { libc::getuid() };
-    let peer = req
-        .extensions()
-        .get::<UdsConnectInfo>()
-        .and_then(|i| i.peer_cred)
-        .map(|c| c.uid());
+    let Some(info) = req.extensions().get::<Peer>() else {
+        return Err(Status::permission_denied(
+            "cannot read the peer's credentials",
+        ));
+    };
+    let peer = info.uds.peer_cred.map(|c| c.uid());
+    if peer == Some(me)
+        && let Some(limit) = info.over_cap
+    {
+        return Err(Status::resource_exhausted(format!(
+            "boxd has {limit} client connections open, its limit; close some (another program of yours holds them) and try again"
+        )));
+    }
+    info.asked.store(true, std::sync::atomic::Ordering::Relaxed);
     match peer {
         Some(uid) if uid == me => Ok(req),
         Some(uid) => {
@@ -111,7 +123,7 @@ pub fn check_peer(req: Request<()>) -> Result<Request<()>, Status> {
     }
 }
 
-/// How many client connections are open (for idle exit).
+/// How many client connections are open (for idle exit and the cap).
 #[derive(Debug, Default)]
 pub struct Connections {
     open: std::sync::atomic::AtomicUsize,
@@ -123,10 +135,33 @@ impl Connections {
     }
 }
 
-/// A client connection, counted in [`Connections`] while it is open.
+/// The default of `max-connections`: the most client connections served
+/// at once (further ones get one clear error each, up to [`OVER_CAP`] of
+/// them; beyond, they are closed at once); at most three quarters of the
+/// open-file limit in any case.
+pub const MAX_CONNECTIONS: usize = 2048;
+/// Connections over the cap answered with an error before being closed.
+pub const OVER_CAP: usize = 32;
+/// A connection that has made no call this long after it opened is closed.
+pub const FIRST_CALL_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What a call knows of its connection.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    uds: UdsConnectInfo,
+    /// `Some(limit)`: this connection is over the cap.
+    over_cap: Option<usize>,
+    /// Set by the first call.
+    asked: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// A client connection, counted in [`Connections`] while it is open; it
+/// reads as closed once [`FIRST_CALL_WITHIN`] passes without a call.
 pub struct Tracked {
     inner: tokio::net::UnixStream,
     conns: std::sync::Arc<Connections>,
+    peer: Peer,
+    first_call: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Drop for Tracked {
@@ -137,28 +172,49 @@ impl Drop for Tracked {
     }
 }
 
-/// The listener's connections, counted.
+/// The listener's connections, counted and capped: at most `max` served
+/// (with [`OVER_CAP`] more answered with an error, the rest closed at
+/// once), each closed if it makes no call within [`FIRST_CALL_WITHIN`].
 pub fn tracked(
     listener: UnixListener,
     conns: std::sync::Arc<Connections>,
+    max: usize,
 ) -> impl futures::Stream<Item = std::io::Result<Tracked>> {
     use futures::StreamExt;
-    tokio_stream::wrappers::UnixListenerStream::new(listener).map(move |r| {
-        r.map(|inner| {
-            conns.open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Tracked {
-                inner,
-                conns: conns.clone(),
+    let accepted = tokio_stream::wrappers::UnixListenerStream::new(listener);
+    accepted.filter_map(move |r| {
+        let conns = conns.clone();
+        std::future::ready(match r {
+            Err(e) => Some(Err(e)),
+            Ok(inner) => {
+                let open = conns.open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if open >= max + OVER_CAP {
+                    conns.open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    tracing::warn!(open, "closed a client connection over the limit");
+                    None
+                } else {
+                    let peer = Peer {
+                        uds: boxd_proto::tonic::transport::server::Connected::connect_info(&inner),
+                        over_cap: (open >= max).then_some(max),
+                        asked: Default::default(),
+                    };
+                    Some(Ok(Tracked {
+                        inner,
+                        conns,
+                        peer,
+                        first_call: Some(Box::pin(tokio::time::sleep(FIRST_CALL_WITHIN))),
+                    }))
+                }
             }
         })
     })
 }
 
 impl boxd_proto::tonic::transport::server::Connected for Tracked {
-    type ConnectInfo = UdsConnectInfo;
+    type ConnectInfo = Peer;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.inner.connect_info()
+        self.peer.clone()
     }
 }
 
@@ -168,6 +224,14 @@ impl tokio::io::AsyncRead for Tracked {
         cx: &mut std::task::Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
+        if self.peer.asked.load(std::sync::atomic::Ordering::Relaxed) {
+            self.first_call = None;
+        } else if let Some(timer) = self.first_call.as_mut()
+            && timer.as_mut().poll(cx).is_ready()
+        {
+            // Made no call in time: read as closed, so the connection ends.
+            return std::task::Poll::Ready(Ok(()));
+        }
         std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }

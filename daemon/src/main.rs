@@ -43,6 +43,11 @@ struct Cli {
     /// (0: no limit) [default: 1000].
     #[arg(long, env = "BOXD_MAX_BOXES", value_name = "N")]
     max_boxes: Option<usize>,
+    /// The most client connections served at once; one over it gets an
+    /// error, and more are closed at once [default: 2048, at most three
+    /// quarters of the open-file limit].
+    #[arg(long, env = "BOXD_MAX_CONNECTIONS", value_name = "N")]
+    max_connections: Option<usize>,
     /// The most one image may unpack to (bytes, or 512M, 32G...); an image
     /// or imported archive beyond it is refused (0: no limit) [default: 32G].
     #[arg(long, env = "BOXD_MAX_IMAGE_SIZE", value_name = "SIZE", value_parser = config::parse_size)]
@@ -76,6 +81,10 @@ fn settings(cli: &Cli) -> Result<config::Settings, String> {
             .max_boxes
             .or(file.max_boxes)
             .unwrap_or(config::DEFAULT_MAX_BOXES),
+        max_connections: cli
+            .max_connections
+            .or(file.max_connections)
+            .unwrap_or(listener::MAX_CONNECTIONS),
         max_image_size: cli
             .max_image_size
             .or(file.max_image_size.map(|s| s.0))
@@ -164,6 +173,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// After a burst of connections, the memory they took goes back to the
+/// system (glibc keeps freed memory for reuse otherwise).
+async fn give_back_memory(connections: Arc<listener::Connections>) {
+    let mut peak = 0usize;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let open = connections.open();
+        peak = peak.max(open);
+        if peak >= 64 && open <= peak / 4 {
+            peak = open;
+            // SAFETY: malloc_trim has no preconditions.
+            let _ = tokio::task::spawn_blocking(|| unsafe { libc::malloc_trim(0) }).await;
+        }
+    }
+}
+
 async fn run(
     settings: config::Settings,
     inherited: Option<std::os::unix::net::UnixListener>,
@@ -230,7 +255,12 @@ async fn run(
         .max_decoding_message_size(boxd_proto::wire::MAX_MESSAGE)
         .max_encoding_message_size(boxd_proto::wire::MAX_MESSAGE);
     let connections = Arc::new(listener::Connections::default());
-    let incoming = listener::tracked(listener, connections.clone());
+    let max_connections = settings
+        .max_connections
+        .min((open_files as usize).saturating_mul(3) / 4)
+        .max(1);
+    let incoming = listener::tracked(listener, connections.clone(), max_connections);
+    tokio::spawn(give_back_memory(connections.clone()));
     let stop_serving = shutdown.clone();
     let mut server = tokio::spawn(
         Server::builder()

@@ -348,10 +348,14 @@ async fn messages_at_and_over_the_size_limit() {
     start.stdin = true;
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let msg = |m| v1::ExecRequest { msg: Some(m) };
-    tx.send(msg(v1::exec_request::Msg::Start(start))).await.unwrap();
-    tx.send(msg(v1::exec_request::Msg::Stdin(vec![b'x'; limit + 10].into())))
+    tx.send(msg(v1::exec_request::Msg::Start(start)))
         .await
         .unwrap();
+    tx.send(msg(v1::exec_request::Msg::Stdin(
+        vec![b'x'; limit + 10].into(),
+    )))
+    .await
+    .unwrap();
     let mut events = c
         .exec(tokio_stream::wrappers::ReceiverStream::new(rx))
         .await

@@ -340,6 +340,11 @@ async fn export_then_import_keeps_files_modes_owners_and_whiteouts_but_no_secret
             placeholder: String::new(),
             value: VALUE.into(),
         }],
+        ports: vec![v1::PortMapping {
+            host_ip: "0.0.0.0".into(),
+            box_port: 80,
+            ..Default::default()
+        }],
         ..busybox_spec()
     };
     create(&mut c, "sec", spec).await;
@@ -376,14 +381,45 @@ async fn export_then_import_keeps_files_modes_owners_and_whiteouts_but_no_secret
     let spec = info.spec.unwrap();
     assert!(spec.secrets.is_empty());
     assert!(spec.mounts.is_empty());
+    // Nor what the box may reach or where it listens on this host: an
+    // archive from someone else must not choose (it listened on 0.0.0.0).
+    assert!(spec.allow_net.is_empty(), "{:?}", spec.allow_net);
+    assert!(spec.ports.is_empty(), "{:?}", spec.ports);
+    assert!(
+        warnings.contains("allow-list was not imported") && warnings.contains("example.com"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("published ports were not imported") && warnings.contains("0.0.0.0:0:80"),
+        "{warnings}"
+    );
+    // The importer may give them again.
+    ok(d.boxctl().arg("import-box").arg(&sec).args([
+        "sec3",
+        "--allow-net",
+        "example.com",
+        "--publish",
+        "127.0.0.1:0:80",
+    ]));
+    let spec = c
+        .inspect_box(v1::InspectBoxRequest {
+            name: "sec3".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .spec
+        .unwrap();
     assert_eq!(spec.allow_net, ["example.com"]);
+    assert_eq!(spec.ports.len(), 1);
+    assert_eq!(spec.ports[0].host_ip, "127.0.0.1");
 
     // A second import under a taken name is refused, and leaves nothing.
     let dirs = box_dirs(&d);
     let err = fails(d.boxctl().arg("import-box").arg(&archive).arg("back"));
     assert!(err.contains("exists"), "{err}");
     assert_eq!(box_dirs(&d), dirs);
-    for name in ["back", "sec", "sec2"] {
+    for name in ["back", "sec", "sec2", "sec3"] {
         c.remove_box(v1::RemoveBoxRequest {
             name: name.into(),
             force: true,
@@ -554,6 +590,7 @@ async fn hostile_box_archives_are_refused_and_leave_nothing_behind() {
             .import_box(v1::ImportBoxRequest {
                 path: path.to_string_lossy().into_owned(),
                 name: format!("h-{name}"),
+                ..Default::default()
             })
             .await
             .expect_err(name);

@@ -373,10 +373,7 @@ impl Driver {
                 })
             }
             Method::BoxImport(n) => {
-                let req = v1::ImportBoxRequest {
-                    path: n.path,
-                    name: n.name,
-                };
+                let req = n.into_request();
                 let made = self.client()?.import_box(req).await?.into_inner();
                 to_value(&replies::BoxCreated::from(boxes::Created::from(made)))
             }

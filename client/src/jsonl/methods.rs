@@ -84,7 +84,7 @@ pub enum Method {
     #[serde(rename = "box.export")]
     BoxExport(ArchiveParams),
     #[serde(rename = "box.import")]
-    BoxImport(ArchiveParams),
+    BoxImport(ImportParams),
     #[serde(rename = "shutdown")]
     Shutdown(Empty),
 }
@@ -302,6 +302,33 @@ pub struct CloneParams {
 pub struct ArchiveParams {
     pub name: String,
     pub path: String,
+}
+
+/// `box.import`: the archive's allow-list and ports are never imported;
+/// these take their place.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ImportParams {
+    pub name: String,
+    pub path: String,
+    pub allow_net: Option<Vec<String>>,
+    pub ports: Option<Vec<PortParams>>,
+}
+
+impl ImportParams {
+    pub fn into_request(self) -> v1::ImportBoxRequest {
+        v1::ImportBoxRequest {
+            path: self.path,
+            name: self.name,
+            allow_net: self.allow_net.unwrap_or_default(),
+            ports: self
+                .ports
+                .unwrap_or_default()
+                .into_iter()
+                .map(PortParams::into_proto)
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -95,16 +95,24 @@ impl Service {
         let name = validate::box_name(&req.name)?;
         let path = validate::import_path(&req.path)?;
         let archived = self.registry.engine().archive_spec(&path).await?;
-        let (spec, warnings) = self.imported_spec(archived)?;
+        let (spec, warnings) = self.imported_spec(archived, req.allow_net, req.ports)?;
         let out = self.registry.import(&name, spec, &path).await?;
         Ok(self.created(out, warnings, begin).await)
     }
 
     /// An archive's spec, checked as a create's is. What belongs to the
-    /// host it came from is dropped, with a warning: its mounts (host
-    /// paths an archive's author chose) and its secrets (whose values
-    /// never leave the daemon that held them).
-    fn imported_spec(&self, mut spec: BoxSpec) -> Result<(BoxSpec, Vec<String>), Status> {
+    /// host it came from, or would let its author choose what this host
+    /// exposes, is dropped with a warning: its mounts (host paths an
+    /// archive's author chose), its secrets (whose values never leave the
+    /// daemon that held them), its network allow-list and its published
+    /// ports (in their place: what the importer gives, `allow_net` and
+    /// `ports`).
+    fn imported_spec(
+        &self,
+        mut spec: BoxSpec,
+        allow_net: Vec<String>,
+        ports: Vec<v1::PortMapping>,
+    ) -> Result<(BoxSpec, Vec<String>), Status> {
         let mut warnings = Vec::new();
         if !spec.mounts.is_empty() {
             let list: Vec<String> = spec
@@ -124,7 +132,34 @@ impl Service {
                 names.join(", ")
             ));
         }
-        let spec = self.spec_from_proto(super::wire::box_spec(&spec))?;
+        let mut wire = super::wire::box_spec(&spec);
+        if !wire.allow_net.is_empty() && wire.allow_net != allow_net {
+            warnings.push(format!(
+                "the archive's network allow-list was not imported (an archive must not choose what this host lets a box reach); import again with --allow-net to give it: {}",
+                wire.allow_net.join(", ")
+            ));
+        }
+        if !wire.ports.is_empty() && wire.ports != ports {
+            let list: Vec<String> = wire
+                .ports
+                .iter()
+                .map(|p| {
+                    let ip = if p.host_ip.is_empty() {
+                        "127.0.0.1"
+                    } else {
+                        &p.host_ip
+                    };
+                    format!("{ip}:{}:{}", p.host_port, p.box_port)
+                })
+                .collect();
+            warnings.push(format!(
+                "the archive's published ports were not imported (an archive must not choose where this host listens); import again with --publish to give them: {}",
+                list.join(", ")
+            ));
+        }
+        wire.allow_net = allow_net;
+        wire.ports = ports;
+        let spec = self.spec_from_proto(wire)?;
         Ok((spec, warnings))
     }
 

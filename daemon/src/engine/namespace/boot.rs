@@ -35,7 +35,7 @@
 
 use std::ffi::{CString, OsString};
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
@@ -128,12 +128,14 @@ fn boot(plan: &Plan, channel: &mut UnixStream) -> Result<std::convert::Infallibl
     if plan.privileged {
         private_mounts()?;
         assemble(plan, &sources()?, channel)?;
-        super::userns::enter(channel, plan.range)?;
+        // The box's namespace is box root's, not host root's.
+        super::userns::enter(channel, plan.range, Some(plan.box_root))?;
     } else {
-        super::userns::enter(channel, plan.range)?;
+        super::userns::enter(channel, plan.range, None)?;
         private_mounts()?;
         assemble(plan, &sources()?, channel)?;
     }
+    box_limits(channel);
     if plan.probe {
         std::process::exit(0);
     }
@@ -168,6 +170,25 @@ fn boot(plan: &Plan, channel: &mut UnixStream) -> Result<std::convert::Infallibl
     let env: [CString; 0] = [];
     let err = nix::unistd::execve(&argv[0], &argv, &env).unwrap_err();
     Err(format!("cannot run {}: {err}", plan.bwrap.display()))
+}
+
+/// What one box may take of the per-user resources the kernel counts in
+/// its user namespace (`/proc/sys/user/*`, written as the namespace's root
+/// before anything of the box runs): every box's share of its owner's
+/// host-wide count is bounded, so one box cannot use up the instances and
+/// watches of everything else its owner runs.
+pub const BOX_LIMITS: &[(&str, u64)] = &[
+    ("max_inotify_instances", 64),
+    ("max_inotify_watches", 65536),
+];
+
+fn box_limits(channel: &mut UnixStream) {
+    for (name, value) in BOX_LIMITS {
+        let path = format!("/proc/sys/user/{name}");
+        if let Err(e) = std::fs::write(&path, value.to_string()) {
+            let _ = writeln!(channel, "warn cannot bound the box's {name}: {e}");
+        }
+    }
 }
 
 /// A mount namespace of the helper's own, receiving the host's mount
@@ -235,23 +256,84 @@ fn assemble(plan: &Plan, sources: &[OwnedFd], channel: &mut UnixStream) -> Resul
                 mount_disk(image, at, plan.box_root)
                     .map_err(|e| format!("mount the box's disk {}: {e}", image.display()))?;
             }
+            // The overlay's options show in the box's mountinfo: they name
+            // neutral paths (binds on a scratch tmpfs of this namespace),
+            // never boxd's home or the box's id.
+            // Opened first: the scratch tmpfs covers the host's /tmp, where
+            // boxd's home may be.
+            // overlayfs wants upper and work on one mount: their directory
+            // is bound, as `b`.
+            let (Some(own), Some(up), Some(wk)) = (
+                upper.parent().filter(|p| Some(*p) == work.parent()),
+                upper.file_name(),
+                work.file_name(),
+            ) else {
+                return Err("the overlay's upper and work directories must be side by side".into());
+            };
+            let own = own.to_path_buf();
+            let dirs = [(lower, "l"), (&own, "b")]
+                .into_iter()
+                .map(|(dir, name)| {
+                    nix::fcntl::open(
+                        dir.as_path(),
+                        nix::fcntl::OFlag::O_PATH
+                            | nix::fcntl::OFlag::O_DIRECTORY
+                            | nix::fcntl::OFlag::O_CLOEXEC,
+                        nix::sys::stat::Mode::empty(),
+                    )
+                    .map(|fd| (fd, dir, name))
+                    .map_err(|e| format!("open {}: {e}", dir.display()))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            mount(
+                Some("boxd-stage"),
+                stage,
+                Some("tmpfs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                Some("mode=0700,size=64k"),
+            )
+            .map_err(|e| format!("mount the stage's scratch tmpfs: {e}"))?;
+            for (fd, dir, name) in &dirs {
+                let at = stage.join(name);
+                std::fs::create_dir(&at).map_err(|e| format!("create {}: {e}", at.display()))?;
+                let source = format!("/proc/self/fd/{}", fd.as_raw_fd());
+                mount(
+                    Some(source.as_str()),
+                    &at,
+                    None::<&str>,
+                    MsFlags::MS_BIND,
+                    None::<&str>,
+                )
+                .map_err(|e| format!("bind {}: {e}", dir.display()))?;
+            }
+            let root = stage.join("r");
+            std::fs::create_dir(&root).map_err(|e| format!("create {}: {e}", root.display()))?;
             let mut data = format!(
-                "lowerdir={},upperdir={},workdir={}",
-                lower.display(),
-                upper.display(),
-                work.display()
+                "lowerdir={s}/l,upperdir={s}/b/{u},workdir={s}/b/{w}",
+                s = stage.display(),
+                u = up.to_string_lossy(),
+                w = wk.to_string_lossy()
             );
             if !plan.privileged {
                 data.push_str(",userxattr");
             }
             mount(
                 Some("overlay"),
-                stage,
+                &root,
                 Some("overlay"),
                 MsFlags::empty(),
                 Some(data.as_str()),
             )
             .map_err(|e| format!("overlay mount the box's overlay root: {e}"))?;
+            // The overlay becomes the stage (over the scratch tmpfs).
+            mount(
+                Some(root.as_path()),
+                stage,
+                None::<&str>,
+                MsFlags::MS_MOVE,
+                None::<&str>,
+            )
+            .map_err(|e| format!("move the box's overlay root onto the stage: {e}"))?;
         }
         Root::Dir(dir) => mount(
             Some(dir.as_path()),
@@ -266,11 +348,10 @@ fn assemble(plan: &Plan, sources: &[OwnedFd], channel: &mut UnixStream) -> Resul
     for (m, source) in plan.mounts.iter().zip(sources) {
         let guest = super::options::resolve_target(stage, &m.guest_path)
             .map_err(|e| format!("precondition {e}"))?;
-        let target = stage.join(guest.trim_start_matches('/'));
         let is_dir = nix::sys::stat::fstat(source)
             .map(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR)
             .map_err(|e| format!("stat {}: {e}", m.host_path.display()))?;
-        make_mount_point(&target, is_dir, plan.box_root)?;
+        let target = mount_point(stage, &guest, is_dir, plan.box_root)?;
         let idmap = match m.owner {
             Some(owner) => match idmaps.iter().find(|(o, _)| *o == owner) {
                 Some((_, fd)) => Some(fd.as_raw_fd()),
@@ -383,39 +464,80 @@ const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
 const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
 const LO_FLAGS_AUTOCLEAR: u32 = 4;
 
-/// Creates the directory (or empty file) a mount lands on, owned by box
-/// root, and its missing parents.
-fn make_mount_point(target: &Path, is_dir: bool, owner: (u32, u32)) -> Result<(), String> {
-    let mut missing = Vec::new();
-    let mut at = target.to_path_buf();
-    while std::fs::symlink_metadata(&at).is_err() {
-        missing.push(at.clone());
-        if !at.pop() {
-            break;
-        }
-    }
-    for (i, path) in missing.iter().rev().enumerate() {
-        let last = i + 1 == missing.len();
-        let made = if last && !is_dir {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(path)
-                .map(drop)
-        } else {
-            std::fs::create_dir(path)
+/// Opens the mount point `guest` (resolved inside the box) beneath the
+/// stage, one component at a time, never following a symlink, making what
+/// is missing (directories, or an empty file last for a file mount) owned
+/// by box root. The box's own files (and those of other boxes, in shared
+/// mounts) may change meanwhile: a component that became a symlink since
+/// `guest` was resolved is an error, never followed, so nothing is ever
+/// made outside the box's root. Returns an `O_PATH` descriptor of it.
+fn mount_point(
+    stage: &Path,
+    guest: &str,
+    is_dir: bool,
+    owner: (u32, u32),
+) -> Result<OwnedFd, String> {
+    use nix::fcntl::{OFlag, openat};
+    use nix::sys::stat::Mode;
+    let look = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut at: OwnedFd = nix::fcntl::open(stage, look | OFlag::O_DIRECTORY, Mode::empty())
+        .map_err(|e| format!("open the stage: {e}"))?;
+    let parts: Vec<&str> = guest.split('/').filter(|c| !c.is_empty()).collect();
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        let dir = !last || is_dir;
+        let flags = if dir { look | OFlag::O_DIRECTORY } else { look };
+        let changed = || {
+            format!(
+                "the mount point {guest} changed while the box started ({part} is now a symlink or not a directory); start it again"
+            )
         };
-        made.map_err(|e| format!("create the mount point {}: {e}", path.display()))?;
-        let _ = std::os::unix::fs::lchown(path, Some(owner.0), Some(owner.1));
+        let next = match openat(at.as_fd(), *part, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::ENOENT) => {
+                let made = if dir {
+                    nix::sys::stat::mkdirat(at.as_fd(), *part, Mode::from_bits_truncate(0o755))
+                } else {
+                    openat(
+                        at.as_fd(),
+                        *part,
+                        OFlag::O_WRONLY
+                            | OFlag::O_CREAT
+                            | OFlag::O_EXCL
+                            | OFlag::O_NOFOLLOW
+                            | OFlag::O_CLOEXEC,
+                        Mode::from_bits_truncate(0o644),
+                    )
+                    .map(drop)
+                };
+                match made {
+                    Ok(()) => {
+                        let _ = nix::unistd::fchownat(
+                            at.as_fd(),
+                            *part,
+                            Some(owner.0.into()),
+                            Some(owner.1.into()),
+                            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                        );
+                    }
+                    Err(nix::errno::Errno::EEXIST) => {}
+                    Err(e) => return Err(format!("create the mount point {guest} ({part}): {e}")),
+                }
+                openat(at.as_fd(), *part, flags, Mode::empty()).map_err(|_| changed())?
+            }
+            Err(nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR) => return Err(changed()),
+            Err(e) => return Err(format!("open the mount point {guest} ({part}): {e}")),
+        };
+        at = next;
     }
-    Ok(())
+    Ok(at)
 }
 
 /// Binds `source` on `target`: recursively, or (idmapped) just that mount;
 /// then no setuid, no devices, and read-only when asked, throughout.
 fn bind(
     source: &OwnedFd,
-    target: &Path,
+    target: &OwnedFd,
     read_only: bool,
     idmap: Option<RawFd>,
 ) -> Result<(), String> {
@@ -470,16 +592,16 @@ fn bind(
             std::io::Error::last_os_error()
         ));
     }
-    let target = CString::new(target.as_os_str().as_bytes()).map_err(|_| "a NUL byte")?;
-    // SAFETY: move_mount of a detached tree we own onto a path.
+    // SAFETY: move_mount of a detached tree we own onto the mount point's
+    // descriptor (no path is resolved again).
     let rc = unsafe {
         libc::syscall(
             SYS_MOVE_MOUNT,
             tree.as_raw_fd(),
             c"".as_ptr(),
-            libc::AT_FDCWD,
-            target.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH,
+            target.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
         )
     };
     if rc != 0 {
@@ -556,6 +678,7 @@ const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
 const RESOLVE_NO_SYMLINKS: u64 = 0x04;
 const OPEN_TREE_CLONE: u32 = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x04;
+const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
 const MOUNT_ATTR_RDONLY: u64 = 0x01;
 const MOUNT_ATTR_NOSUID: u64 = 0x02;
 const MOUNT_ATTR_NODEV: u64 = 0x04;

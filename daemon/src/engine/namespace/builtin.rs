@@ -1,6 +1,6 @@
 //! The file copies a box's zygote runs itself ([`Builtin`]), in a child it
 //! forks inside the box: chrooted in the box's root, as box root, confined
-//! like every command. The tar work is [`boxd_client::archive`]'s, the
+//! like every command. The tar work is [`boxd_fs::archive`]'s, the
 //! same as the host side's; here every path, and every symlink met on the
 //! way, resolves inside the box, so no copy can reach a host file.
 //!
@@ -10,7 +10,7 @@
 use std::io::{self, BufReader, BufWriter, Write};
 use std::os::fd::FromRawFd;
 
-use boxd_client::archive::{self, Failure, Kind, Modes};
+use boxd_fs::archive::{self, Failure, Kind, Modes};
 
 use crate::engine::Builtin;
 

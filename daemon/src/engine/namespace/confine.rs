@@ -79,6 +79,13 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_set_mempolicy,
     libc::SYS_migrate_pages,
     libc::SYS_move_pages,
+    // Another process's descriptors and memory: nothing in a box needs
+    // them (ptrace stays, for debuggers), and a box that took a
+    // descriptor from a process being set up as a command could reach
+    // what that process briefly held.
+    libc::SYS_pidfd_getfd,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
     #[cfg(target_arch = "x86_64")]
     libc::SYS_uselib,
     #[cfg(target_arch = "x86_64")]

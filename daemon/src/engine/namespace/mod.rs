@@ -30,6 +30,7 @@ pub mod builtin;
 pub mod cgroup;
 mod confine;
 mod copy;
+mod disk_cache;
 pub mod egress;
 mod finish;
 mod helper;
@@ -39,6 +40,7 @@ pub mod options;
 mod sandbox;
 mod snapshots;
 pub mod supervisor;
+mod treecopy;
 pub mod usage;
 pub mod userns;
 
@@ -73,6 +75,7 @@ pub fn helper_main(mode: &str, args: impl FnOnce() -> Vec<OsString>) {
         finish::HELPER_ARG => finish::helper_main(args()),
         userns::HELPER_ARG => userns::helper_main(args()),
         archive::HELPER_ARG => archive::helper_main(args()),
+        treecopy::HELPER_ARG => treecopy::helper_main(args()),
         _ => {}
     }
 }
@@ -94,6 +97,8 @@ pub struct NamespaceEngine {
     copies: Option<String>,
     /// Where boxes' cgroups go, if anywhere.
     cgroups: cgroup::Cgroups,
+    /// What each box's own files take, measured in the background.
+    disk: disk_cache::DiskCache,
     running: Arc<Mutex<HashMap<String, Running>>>,
     ended_tx: tokio::sync::mpsc::UnboundedSender<Report>,
     ended_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Report>>>,
@@ -216,6 +221,7 @@ impl NamespaceEngine {
             privileged,
             copies,
             cgroups,
+            disk: Default::default(),
             running: Arc::default(),
             ended_tx,
             ended_rx: Mutex::new(Some(ended_rx)),
@@ -598,6 +604,7 @@ impl Engine for NamespaceEngine {
 
     async fn remove(&self, record: &BoxRecord) -> Result<()> {
         self.stop(record, true).await?;
+        self.disk.forget(&record.id);
         self.remove_tree(&record.dir).await
     }
 
@@ -668,7 +675,10 @@ impl Engine for NamespaceEngine {
         let own = [upper(record), rootfs(record)]
             .into_iter()
             .find(|d| d.is_dir())?;
-        self.measure(own).await
+        let (ids, privileged) = (self.ids.clone(), self.privileged);
+        self.disk
+            .get(&record.id, measure(ids, privileged, own))
+            .await
     }
 
     async fn snapshot_create(&self, record: &BoxRecord, name: &str) -> Result<Snapshot> {
@@ -901,31 +911,27 @@ impl NamespaceEngine {
     /// holes kept as holes (`--sparse=always`); as box root where only box
     /// root may read and give the boxes' ids.
     async fn copy_tree(&self, source: &Path, target: &Path, what: &str) -> Result<()> {
-        let argv: Vec<OsString> = vec![
-            "cp".into(),
-            "-a".into(),
-            "--reflink=auto".into(),
-            "--sparse=always".into(),
-            "--no-target-directory".into(),
-            source.into(),
-            target.into(),
-        ];
+        // By descriptor, never following a symlink the box may have
+        // swapped in (treecopy.rs); as box root for an unprivileged boxd
+        // with a range, where the box's ids are its own.
         if !self.privileged && self.ids.is_range() {
+            let exe = std::env::current_exe().map_err(|e| Error::io("find the boxd binary", e))?;
+            let argv: Vec<OsString> = vec![
+                exe.into_os_string(),
+                treecopy::HELPER_ARG.into(),
+                source.into(),
+                target.into(),
+            ];
             return userns::run_as_box_root(&self.ids, &argv).await.map(drop);
         }
-        let out = tokio::process::Command::new(&argv[0])
-            .args(&argv[1..])
-            .output()
+        let (source, target) = (source.to_path_buf(), target.to_path_buf());
+        let copied = tokio::task::spawn_blocking(move || treecopy::copy_tree(&source, &target))
             .await
-            .map_err(|e| Error::io("run cp", e))?;
-        if !out.status.success() {
-            let why = String::from_utf8_lossy(&out.stderr);
-            if why.contains("No space left") || why.contains("Disk quota exceeded") {
-                return Err(Error::no_space(what));
-            }
-            return Err(Error::Internal(format!("{what} failed: {}", why.trim())));
-        }
-        Ok(())
+            .map_err(|e| Error::Internal(format!("{what}: {e}")))?;
+        copied.map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOSPC | libc::EDQUOT) => Error::no_space(what),
+            _ => Error::Internal(format!("{what} failed: {e}")),
+        })
     }
 
     /// The box's root: its overlay over the image, or its own copy (made
@@ -999,25 +1005,7 @@ impl NamespaceEngine {
     /// Bytes on disk under `own` (as box root where only box root may
     /// read every directory of it).
     async fn measure(&self, own: PathBuf) -> Option<u64> {
-        if !self.privileged && self.ids.is_range() {
-            // Only box root may read every directory of the box's files.
-            let argv: Vec<OsString> = vec![
-                "du".into(),
-                "-s".into(),
-                "-B1".into(),
-                "-x".into(),
-                own.into(),
-            ];
-            let out = userns::run_as_box_root(&self.ids, &argv).await.ok()?;
-            return String::from_utf8_lossy(&out)
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok();
-        }
-        tokio::task::spawn_blocking(move || disk_used(&own))
-            .await
-            .ok()
+        measure(self.ids.clone(), self.privileged, own).await
     }
 
     /// Deletes a box directory (or a file of it): as box root where only box root may
@@ -1057,6 +1045,29 @@ impl NamespaceEngine {
         .await
         .map_err(|e| Error::Internal(e.to_string()))?
     }
+}
+
+/// Bytes on disk under `own`: walked here, or as box root (`du`) where
+/// only box root may read every directory of it.
+async fn measure(ids: IdMap, privileged: bool, own: PathBuf) -> Option<u64> {
+    if !privileged && ids.is_range() {
+        let argv: Vec<OsString> = vec![
+            "du".into(),
+            "-s".into(),
+            "-B1".into(),
+            "-x".into(),
+            own.into(),
+        ];
+        let out = userns::run_as_box_root(&ids, &argv).await.ok()?;
+        return String::from_utf8_lossy(&out)
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok();
+    }
+    tokio::task::spawn_blocking(move || disk_used(&own))
+        .await
+        .ok()
 }
 
 /// Bytes allocated on disk under `dir` (hard links counted once, other

@@ -43,7 +43,9 @@ pub const HELPER_ARG: &str = "__nsexec";
 pub const ZYGOTE_FD: RawFd = 4;
 /// The most one request may hold (argv and environment).
 pub const MAX_PACKET: usize = 1 << 20;
-/// The `oom_score_adj` of every command in a box.
+/// The `oom_score_adj` of every command in a box: under memory pressure
+/// the kernel kills the box's commands before its pid 1 and init (which
+/// would end the box) and before the host's processes.
 const OOM_SCORE_ADJ: &[u8] = b"500";
 
 /// A command to start.
@@ -245,6 +247,22 @@ pub fn helper_main(args: Vec<OsString>) -> ! {
 
 struct Joins {
     nproc: Option<u64>,
+    /// The zygote's own `oom_score_adj`, opened before it entered the box
+    /// (where the file is no longer its own), and the value to go back to:
+    /// each command inherits [`OOM_SCORE_ADJ`] from a fork made while it is
+    /// set, so no command has to make itself dumpable to set its own.
+    oom: Option<(std::fs::File, Vec<u8>)>,
+}
+
+impl Joins {
+    /// Sets the zygote's OOM score for a fork (`true`) or back to its own.
+    fn oom_for_fork(&self, forking: bool) {
+        use std::os::unix::fs::FileExt;
+        if let Some((file, own)) = &self.oom {
+            let value: &[u8] = if forking { OOM_SCORE_ADJ } else { own };
+            let _ = file.write_at(value, 0);
+        }
+    }
 }
 
 fn serve(args: &[OsString], sock: &OwnedFd) -> std::result::Result<(), String> {
@@ -270,7 +288,16 @@ fn serve(args: &[OsString], sock: &OwnedFd) -> std::result::Result<(), String> {
         }
         let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
     }
-    let the_box = Joins { nproc };
+    let oom = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/proc/self/oom_score_adj")
+        .ok()
+        .and_then(|f| {
+            let own = std::fs::read("/proc/self/oom_score_adj").ok()?;
+            Some((f, own.trim_ascii().to_vec()))
+        });
+    let the_box = Joins { nproc, oom };
     enter_box(pid)?;
     // The zygote confines itself once, exactly as the box's processes are
     // (box root's few capabilities, `no_new_privs`, the seccomp filter):
@@ -523,8 +550,13 @@ fn fork_command(
         Ok(p) => p,
         Err(e) => return Reply::Fail(126, format!("pipe: {e}")),
     };
+    the_box.oom_for_fork(true);
     // SAFETY: the zygote is single-threaded; the child makes raw calls only.
-    match unsafe { nix::unistd::fork() } {
+    let forked = unsafe { nix::unistd::fork() };
+    if !matches!(forked, Ok(nix::unistd::ForkResult::Child)) {
+        the_box.oom_for_fork(false);
+    }
+    match forked {
         Err(e) => Reply::Fail(126, format!("fork: {e}")),
         Ok(nix::unistd::ForkResult::Child) => {
             drop(err_r);
@@ -591,8 +623,13 @@ fn fork_builtin(builtin: &crate::engine::Builtin, stdio: [OwnedFd; 3], the_box: 
         Ok(p) => p,
         Err(e) => return Reply::Fail(126, format!("pipe: {e}")),
     };
+    the_box.oom_for_fork(true);
     // SAFETY: the zygote is single-threaded, so the child may allocate.
-    match unsafe { nix::unistd::fork() } {
+    let forked = unsafe { nix::unistd::fork() };
+    if !matches!(forked, Ok(nix::unistd::ForkResult::Child)) {
+        the_box.oom_for_fork(false);
+    }
+    match forked {
         Err(e) => Reply::Fail(126, format!("fork: {e}")),
         Ok(nix::unistd::ForkResult::Child) => {
             drop(err_r);
@@ -604,11 +641,9 @@ fn fork_builtin(builtin: &crate::engine::Builtin, stdio: [OwnedFd; 3], the_box: 
                 Ok(()) => {
                     // Closed already (now at 0..2 only).
                     std::mem::forget(stdio);
-                    // Unlike a command, it keeps the zygote's memory: the
-                    // box may not read it (made dumpable only to set its
-                    // OOM score).
-                    // SAFETY: prctl with integer arguments.
-                    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) };
+                    // Unlike a command, it keeps the zygote's memory; it
+                    // stays undumpable (as the zygote is), so the box may
+                    // not read it.
                     drop(err_w); // set up: the parent may answer
                     super::builtin::run(builtin)
                 }
@@ -657,8 +692,12 @@ fn child(
 }
 
 /// A forked child made a command of the box: its stdio, session, death
-/// signal, OOM score, process limit, directory and umask; every other
-/// descriptor but `keep` closed. `Err`: the failed step or errno.
+/// signal, default signal dispositions, process limit, directory and
+/// umask; every other descriptor but `keep` closed (its OOM score it
+/// inherited). It is never made dumpable here: only `execve` makes a
+/// command's process its own (so something in the box could reach into
+/// it), by when nothing of the zygote's is open in it. `Err`: the failed
+/// step or errno.
 fn setup(
     stdio: &[OwnedFd; 3],
     tty: bool,
@@ -671,6 +710,35 @@ fn setup(
     unsafe {
         let empty: libc::sigset_t = std::mem::zeroed();
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        // Dispositions as a fresh process has them: the zygote's runtime
+        // ignores SIGPIPE, and an ignored signal stays ignored across
+        // `execve` (`yes | head` would print "Broken pipe").
+        // The raw call: glibc's wrapper refuses the real-time signals it
+        // keeps for itself (32, 33), which an ignoring parent may pass on.
+        #[repr(C)]
+        struct KernelSigaction {
+            handler: libc::sighandler_t,
+            flags: libc::c_ulong,
+            restorer: usize,
+            mask: u64,
+        }
+        let dfl = KernelSigaction {
+            handler: libc::SIG_DFL,
+            flags: 0,
+            restorer: 0,
+            mask: 0,
+        };
+        for sig in 1..=64 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    sig,
+                    &dfl as *const KernelSigaction,
+                    std::ptr::null_mut::<KernelSigaction>(),
+                    8usize,
+                );
+            }
+        }
         for (i, fd) in stdio.iter().enumerate() {
             if libc::dup2(fd.as_raw_fd(), i as i32) < 0 {
                 return Err(*libc::__errno_location());
@@ -681,19 +749,6 @@ fn setup(
             libc::ioctl(0, libc::TIOCSCTTY, 0);
         }
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-        // Under memory pressure the kernel kills the box's commands
-        // before its pid 1 and init (which would end the box) and
-        // before the host's processes. (Its /proc files are its own
-        // again only once dumpable: becoming box root cleared that.)
-        libc::prctl(libc::PR_SET_DUMPABLE, 1);
-        let adj = libc::open(
-            c"/proc/self/oom_score_adj".as_ptr(),
-            libc::O_WRONLY | libc::O_CLOEXEC,
-        );
-        if adj >= 0 {
-            libc::write(adj, OOM_SCORE_ADJ.as_ptr().cast(), OOM_SCORE_ADJ.len());
-            libc::close(adj);
-        }
         if let Some(n) = the_box.nproc {
             let lim = libc::rlimit {
                 rlim_cur: n,
@@ -755,9 +810,17 @@ fn enter_box(pid: i32) -> std::result::Result<(), String> {
         (open("ns/uts")?, CloneFlags::CLONE_NEWUTS),
         (open("ns/net")?, CloneFlags::CLONE_NEWNET),
         (open("ns/pid")?, CloneFlags::CLONE_NEWPID),
+        (open("ns/cgroup")?, CloneFlags::CLONE_NEWCGROUP),
         (open("ns/mnt")?, CloneFlags::CLONE_NEWNS),
     ];
+    // A kernel without cgroup namespaces leaves the box in the host's:
+    // nothing to join then.
+    let same_cgroups = std::fs::read_link(format!("/proc/{pid}/ns/cgroup")).ok()
+        == std::fs::read_link("/proc/self/ns/cgroup").ok();
     for (fd, flag) in &spaces {
+        if *flag == CloneFlags::CLONE_NEWCGROUP && same_cgroups {
+            continue;
+        }
         nix::sched::setns(fd, *flag).map_err(|e| format!("joining the box ({flag:?}): {e}"))?;
         if *flag == CloneFlags::CLONE_NEWUSER {
             // As box root from here on, never as the daemon's own user

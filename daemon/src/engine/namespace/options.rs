@@ -41,6 +41,8 @@ pub fn bwrap_args(name: &str, stage: &Path) -> Vec<OsString> {
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-net",
+        // Its cgroups as `/`: no host cgroup path shows in /proc/self/cgroup.
+        "--unshare-cgroup-try",
     ]);
     push(&["--cap-drop", "ALL"]);
     for fd in SECCOMP_FDS {

@@ -3,10 +3,11 @@
 //! A box's own files are one of `BOX/upper` (its writes over the shared
 //! image), `BOX/disk.img` (a file system of its own holding those writes)
 //! or `BOX/rootfs` (a full copy). A snapshot is `BOX/snapshots/NAME/`: a
-//! copy of that one thing (`cp -a --reflink=auto --sparse=always`: owners,
-//! whiteouts and overlay xattrs kept; on a copy-on-write file system the
-//! data is shared) and `snapshot.json`. A clone is the same copy into a
-//! new box's directory.
+//! copy of that one thing (by descriptor, never following a symlink the
+//! box may swap in while it runs: `treecopy.rs`; owners, whiteouts and
+//! overlay xattrs kept; on a copy-on-write file system the data is
+//! shared) and `snapshot.json`. A clone is the same copy into a new box's
+//! directory.
 //!
 //! Invariants:
 //! - a snapshot appears under its name only once complete (it is made as
@@ -222,6 +223,7 @@ impl NamespaceEngine {
             nix::fcntl::RenameFlags::RENAME_EXCHANGE,
         )
         .map_err(|e| Error::io("swap in the snapshot's files", e.into()))?;
+        self.disk.stale(&record.id);
         // `staged` now holds the files as they were; the overlay's work
         // directory may hold state of the upper it belonged to.
         self.remove_tree(&staged).await?;

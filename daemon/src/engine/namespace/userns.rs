@@ -33,8 +33,30 @@ const CHANNEL_FD: i32 = 3;
 
 /// Helper side: a new user namespace, mapped by the daemon, then box root.
 /// `range` says whether the map has more than one id (`setgroups` is
-/// allowed only then).
-pub fn enter(channel: &mut UnixStream, range: bool) -> std::result::Result<(), String> {
+/// allowed only then). `owner`: host ids to become first (a root-run
+/// boxd's box root), so that the namespace belongs to them: the kernel
+/// charges what the box's processes take of per-user resources (inotify
+/// instances and watches, …) to its namespace's owner in the host's
+/// accounting, which would otherwise be host root's.
+pub fn enter(
+    channel: &mut UnixStream,
+    range: bool,
+    owner: Option<(u32, u32)>,
+) -> std::result::Result<(), String> {
+    // Where the kernel lets only privileged processes make user
+    // namespaces (Debian's `unprivileged_userns_clone = 0`), the
+    // namespace stays the creator's.
+    let allowed = std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone")
+        .map_or(true, |v| v.trim() != "0");
+    if let Some((uid, gid)) = owner.filter(|_| allowed) {
+        let (uid, gid) = (
+            nix::unistd::Uid::from_raw(uid),
+            nix::unistd::Gid::from_raw(gid),
+        );
+        nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
+        nix::unistd::setresgid(gid, gid, gid).map_err(|e| format!("setresgid: {e}"))?;
+        nix::unistd::setresuid(uid, uid, uid).map_err(|e| format!("setresuid: {e}"))?;
+    }
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)
         .map_err(|e| format!("cannot create a user namespace: {e}"))?;
     channel
@@ -168,7 +190,7 @@ pub fn helper_main(args: Vec<OsString>) -> ! {
     if args.get(1).map(|a| a.as_bytes()) != Some(b"--") || args.len() < 3 {
         fail(&mut channel, "bad helper arguments".into());
     }
-    if let Err(why) = enter(&mut channel, range) {
+    if let Err(why) = enter(&mut channel, range, None) {
         fail(&mut channel, why);
     }
     drop(channel);

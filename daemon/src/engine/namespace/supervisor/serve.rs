@@ -542,6 +542,32 @@ impl ProcessControl for Control {
     }
 }
 
+/// Whether `pid` may be a command the zygote forked: a child of the
+/// zygote, in the box's pid namespace (as the box's init is), and never
+/// pid 0 or 1 or a negative one. A pid already gone (a command that exited
+/// and was reaped at once) is accepted: there is nothing to signal.
+fn commands_pid(pid: i32, zygote: Option<i32>, box_init: i32) -> bool {
+    if pid <= 1 {
+        return false;
+    }
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+    let ppid = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|p| p.parse::<i32>().ok());
+    let ns = |p: i32| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
+    match (ppid, zygote) {
+        (Some(ppid), Some(z)) if ppid == z => {
+            let theirs = ns(pid);
+            theirs.is_none() || theirs == ns(box_init)
+        }
+        _ => false,
+    }
+}
+
 /// The zygote's answer to a request.
 enum Spawned {
     Pid(i32, oneshot::Receiver<ExitStatus>),
@@ -600,6 +626,7 @@ impl Zygote {
             child: tokio::sync::Mutex::new(Some(child)),
         };
         let (pending, exits) = (zygote.pending.clone(), zygote.exits.clone());
+        let (zygote_pid, box_init) = (zygote.pid, target.pid);
         tokio::spawn(async move {
             loop {
                 let Ok(mut ready) = sock.readable().await else {
@@ -622,6 +649,23 @@ impl Zygote {
                         };
                         if let Some(p) = pending.lock().expect("zygote").take() {
                             let _ = p.send(answer);
+                        }
+                    }
+                    ZReply::Pid(pid) if !commands_pid(pid, zygote_pid, box_init) => {
+                        // The supervisor signals this pid's process group:
+                        // only a command the zygote forked in the box may
+                        // be one (never a host process named by whatever
+                        // answered on the zygote's socket).
+                        tracing::warn!(
+                            pid,
+                            "refused a zygote reply naming a process that is not its command in the box"
+                        );
+                        if let Some(p) = pending.lock().expect("zygote").take() {
+                            let _ = p.send(Spawned::Fail(
+                                126,
+                                "the box's zygote named a process that is not a command of the box"
+                                    .into(),
+                            ));
                         }
                     }
                     ZReply::Pid(pid) => {

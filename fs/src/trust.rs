@@ -38,7 +38,11 @@ const S_IFSOCK: u32 = 0o140_000;
 
 /// The uid every check is made for: this process's effective uid, which
 /// owns what it creates and is what `SO_PEERCRED` reports of it.
-pub use boxd_proto::paths::my_uid;
+/// This process's effective uid: whose socket and home these are.
+pub fn my_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
 
 /// The owner and mode (file-type bits included) of a path, not followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
