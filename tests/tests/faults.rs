@@ -458,15 +458,23 @@ async fn a_killed_client_has_its_exec_reaped() {
         println!("{what} SIGKILLed: its command was reaped {took:?} later");
     }
     // The box stays, and every exec of it was killed (boxd keeps them,
-    // exited, with their last output).
-    let execs = c
-        .list_execs(v1::ListExecsRequest {
-            box_name: "reap".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .execs;
+    // exited, with their last output). The exit reaches boxd from the
+    // box's supervisor a moment after the process is gone.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let execs = loop {
+        let execs = c
+            .list_execs(v1::ListExecsRequest {
+                box_name: "reap".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .execs;
+        if execs.iter().all(|e| e.exited) || std::time::Instant::now() > deadline {
+            break execs;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert!(
         execs
             .iter()
