@@ -96,14 +96,18 @@ pub fn names_contents(path: &str) -> bool {
     trimmed == "." || trimmed.ends_with("/.") || (trimmed.is_empty() && path.starts_with('/'))
 }
 
-const DIR: OFlag = OFlag::O_RDONLY
+/// Opening a directory of a tree someone else may change: never through
+/// a symlink.
+pub const DIR: OFlag = OFlag::O_RDONLY
     .union(OFlag::O_DIRECTORY)
     .union(OFlag::O_NOFOLLOW)
     .union(OFlag::O_CLOEXEC);
 const LOOK: OFlag = OFlag::O_PATH
     .union(OFlag::O_NOFOLLOW)
     .union(OFlag::O_CLOEXEC);
-const READ: OFlag = OFlag::O_RDONLY
+/// Opening a file of such a tree to read it: never through a symlink,
+/// never blocking on a FIFO, never taking a terminal.
+pub const READ: OFlag = OFlag::O_RDONLY
     .union(OFlag::O_NOFOLLOW)
     .union(OFlag::O_NONBLOCK)
     .union(OFlag::O_NOCTTY)

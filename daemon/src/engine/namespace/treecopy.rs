@@ -32,22 +32,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use boxd_fs::archive::{DIR, READ};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstatat};
 
 /// The argument that selects [`helper_main`] (a copy made as box root).
 pub const HELPER_ARG: &str = "__treecopy";
-
-const DIR: OFlag = OFlag::O_RDONLY
-    .union(OFlag::O_DIRECTORY)
-    .union(OFlag::O_NOFOLLOW)
-    .union(OFlag::O_CLOEXEC);
-const READ: OFlag = OFlag::O_RDONLY
-    .union(OFlag::O_NOFOLLOW)
-    .union(OFlag::O_NONBLOCK)
-    .union(OFlag::O_NOCTTY)
-    .union(OFlag::O_CLOEXEC);
 
 /// `boxd __treecopy SRC DST`, run as box root for an unprivileged boxd
 /// (`userns::run_as_box_root`).
