@@ -545,7 +545,8 @@ impl ProcessControl for Control {
 /// Whether `pid` may be a command the zygote forked: a child of the
 /// zygote, in the box's pid namespace (as the box's init is), and never
 /// pid 0 or 1 or a negative one. A pid already gone (a command that exited
-/// and was reaped at once) is accepted: there is nothing to signal.
+/// and was reaped at once, or is being reaped) is accepted: there is
+/// nothing to signal.
 fn commands_pid(pid: i32, zygote: Option<i32>, box_init: i32) -> bool {
     if pid <= 1 {
         return false;
@@ -554,12 +555,18 @@ fn commands_pid(pid: i32, zygote: Option<i32>, box_init: i32) -> bool {
         return true;
     };
     // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
-    let ppid = stat
+    let mut fields = stat
         .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-        .and_then(|p| p.parse::<i32>().ok());
+        .map(|(_, rest)| rest.split_whitespace())
+        .into_iter()
+        .flatten();
+    let state = fields.next();
+    let ppid = fields.next().and_then(|p| p.parse::<i32>().ok());
     let ns = |p: i32| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
     match (ppid, zygote) {
+        // A zombie its parent is reaping at this very moment shows parent
+        // 0: as good as gone (the command exited at once).
+        (Some(0), _) if state == Some("Z") => true,
         (Some(ppid), Some(z)) if ppid == z => {
             let theirs = ns(pid);
             theirs.is_none() || theirs == ns(box_init)
