@@ -22,7 +22,9 @@ const IDLE: Duration = Duration::from_millis(200);
 
 #[derive(Args, Debug)]
 pub struct AttachArgs {
-    /// The exec's id (`boxctl logs BOX` names each exec it shows).
+    /// The exec's id (`boxctl logs BOX` names each exec it shows), or a
+    /// box's name for its latest running exec.
+    #[arg(value_name = "EXEC_ID|BOX")]
     pub exec_id: String,
     /// Stream this terminal's stdin to the command (EOF closes its stdin),
     /// forward SIGINT/SIGTERM/SIGHUP to it and, on a TTY, put this terminal
@@ -44,26 +46,44 @@ pub struct LogsArgs {
     pub follow: bool,
 }
 
-/// Finds an exec by id among all boxes' execs.
-async fn find(client: &mut Client, exec_id: &str) -> Result<v1::ExecInfo, Failure> {
+/// Finds an exec by id among all boxes' execs, or (a box's name) that
+/// box's latest exec that runs, as `docker attach BOX` would.
+async fn find(client: &mut Client, word: &str) -> Result<v1::ExecInfo, Failure> {
     let execs = client
         .list_execs(v1::ListExecsRequest::default())
         .await?
         .into_inner()
         .execs;
-    execs
+    if let Some(e) = execs.iter().find(|e| e.exec_id == word) {
+        return Ok(e.clone());
+    }
+    let latest = execs
         .into_iter()
-        .find(|e| e.exec_id == exec_id)
-        .ok_or_else(|| Failure {
-            code: 1,
-            message: format!("no exec with id {exec_id:?}"),
-        })
+        .filter(|e| e.box_name == word && !e.exited)
+        .max_by_key(|e| e.started_at_ms);
+    match latest {
+        Some(e) => Ok(e),
+        None => {
+            crate::boxes::must_exist(client, word)
+                .await
+                .map_err(|_| Failure {
+                    code: 1,
+                    message: format!("no exec with id {word:?}, and no box of that name"),
+                    kind: Some(boxd_client::ErrorKind::NotFound),
+                })?;
+            Err(Failure {
+                code: 1,
+                message: format!("box {word} runs no command to attach to"),
+                kind: None,
+            })
+        }
+    }
 }
 
 pub async fn attach(ctx: &Ctx, args: AttachArgs) -> Result<u8, Failure> {
     let mut client = ctx.client().await?;
     let info = find(&mut client, &args.exec_id).await?;
-    let exec = ExecStream::attach(&mut client, &args.exec_id)
+    let exec = ExecStream::attach(&mut client, &info.exec_id)
         .await?
         .reconnecting(&ctx.paths.socket);
     let tty = info.tty && args.interactive;
@@ -89,6 +109,7 @@ pub async fn attach(ctx: &Ctx, args: AttachArgs) -> Result<u8, Failure> {
 
 pub async fn logs(ctx: &Ctx, args: LogsArgs) -> Result<u8, Failure> {
     let mut client = ctx.client().await?;
+    crate::boxes::must_exist(&mut client, &args.name).await?;
     let mut execs = client
         .list_execs(v1::ListExecsRequest {
             box_name: args.name.clone(),
@@ -102,6 +123,7 @@ pub async fn logs(ctx: &Ctx, args: LogsArgs) -> Result<u8, Failure> {
             return Err(Failure {
                 code: 1,
                 message: format!("box {:?} has no exec with id {id:?}", args.name),
+                kind: None,
             });
         }
     }

@@ -111,6 +111,7 @@ fn failure(e: CopyError) -> Failure {
         CopyError::Host(f) => Failure {
             code: 1,
             message: f.message,
+            kind: None,
         },
     }
 }

@@ -118,6 +118,7 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
                 return Err(Failure {
                     code: 1,
                     message: format!("cannot signal boxd (pid {})", d.pid),
+                    kind: None,
                 });
             }
             let deadline = Instant::now() + Duration::from_secs(10);
@@ -138,6 +139,7 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
             Err(Failure {
                 code: 1,
                 message: format!("boxd (pid {}) did not stop within 10 s", d.pid),
+                kind: None,
             })
         }
     }
@@ -160,6 +162,7 @@ async fn start(ctx: &Ctx, boxd: Option<PathBuf>, args: Vec<String>) -> Result<u8
         .map_err(|e| Failure {
             code: 1,
             message: e.to_string(),
+            kind: None,
         })?;
     let d = running.describe;
     match (running.origin, ctx.json) {

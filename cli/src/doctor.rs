@@ -17,6 +17,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         .map_err(|e| Failure {
             code: 1,
             message: format!("cannot run {}: {e}", boxd.display()),
+            kind: None,
         })?;
     let mut checks: Vec<Value> = serde_json::from_slice(&out.stdout).map_err(|e| Failure {
         code: 1,
@@ -25,6 +26,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
             boxd.display(),
             String::from_utf8_lossy(&out.stderr)
         ),
+        kind: None,
     })?;
     let daemon = match ctx.client().await {
         Ok(mut c) => match c.describe(boxd_client::v1::DescribeRequest {}).await {

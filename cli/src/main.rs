@@ -1,13 +1,16 @@
-//! `boxctl`: the command line for boxd.
+//! `boxctl`: the command line for boxd, in docker's shapes where they fit
+//! (`run [OPTIONS] IMAGE [COMMAND]`, `exec BOX COMMAND`, `ps -a`, ...).
 //!
-//! Exit codes (stable): 0 success; 1 the daemon refused or failed the
-//! request, or boxctl refused a socket it cannot trust (another user's);
-//! 2 usage error; 3 the daemon is not reachable. `exec` and `run`
-//! exit with the command's own code, 128+N when signal N killed it, 125 when
-//! boxd could not start it, 126/127 when the box could not execute it;
-//! `attach` with the command's code once attached.
+//! Exit codes (stable; the table is in docs/cli.md): 0 success; 1 the
+//! daemon refused or failed a request (a box that is not there, say), or
+//! boxctl refused a socket it cannot trust; 2 usage error; 3 the daemon is
+//! not reachable (and could not be started). `run`, `exec` and `create`
+//! exit 125 when boxd refused or failed them (docker's code), and `run`
+//! and `exec` with the command's own code, 126 when it cannot run, 127
+//! when it is not found, 128+N when signal N killed it.
 
 mod attach;
+mod boxes;
 mod cp;
 mod daemon;
 mod doctor;
@@ -17,11 +20,14 @@ mod output;
 mod service;
 mod snapshot;
 mod stats;
+mod template;
+mod words;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use boxd_client::boxes::{self, BoxSpec, Created};
+use boxd_client::boxes::{BoxSpec, Created};
+use boxd_client::spawn;
 use boxd_client::{Client, ErrorKind, Paths, spec, tonic::Status, v1};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
@@ -52,30 +58,49 @@ enum Command {
         #[command(subcommand)]
         action: daemon::Action,
     },
-    /// Create a box (or reuse the one with that name).
+    /// Create a box from IMAGE (not started), or find the one of that
+    /// name when its spec is the same.
+    ///
+    /// A box has no main command, unlike a docker container: run commands
+    /// in it with `exec` (or `run -d`). Older form: `create NAME --image
+    /// IMAGE`.
     Create(CreateArgs),
-    /// Start a box.
-    Start { name: String },
-    /// Stop a box; its files stay.
+    /// Start boxes (a running box stays as it is).
+    Start {
+        #[arg(required = true, value_name = "BOX")]
+        names: Vec<String>,
+    },
+    /// Stop boxes; their files stay.
     Stop {
-        name: String,
+        #[arg(required = true, value_name = "BOX")]
+        names: Vec<String>,
         /// Kill at once instead of SIGTERM and a grace period.
         #[arg(short, long)]
         force: bool,
     },
-    /// Remove a box and everything it wrote.
+    /// Remove boxes and everything they wrote.
     #[command(alias = "remove")]
     Rm {
-        name: String,
-        /// Stop it first if it is running.
+        #[arg(required = true, value_name = "BOX")]
+        names: Vec<String>,
+        /// Stop a running box first.
         #[arg(short, long)]
         force: bool,
     },
-    /// List boxes.
+    /// List boxes (every box; `ps` lists running ones as docker's does).
     #[command(alias = "list")]
-    Ls,
-    /// Show one box.
-    Inspect { name: String },
+    Ls(boxes::ListArgs),
+    /// List running boxes (`-a`: all), as `docker ps`.
+    Ps(boxes::ListArgs),
+    /// Show boxes, by name or id, as JSON (a list for several).
+    Inspect {
+        #[arg(required = true, value_name = "BOX")]
+        names: Vec<String>,
+        /// A Go template over the JSON, as docker's: `{{.State}}`,
+        /// `{{.Name}} {{.Id}}`, `{{json .Spec}}`, `{{index .Spec.Env "K"}}`.
+        #[arg(short, long, value_name = "TEMPLATE")]
+        format: Option<String>,
+    },
     /// List a running box's published ports (`8000/tcp -> 127.0.0.1:49153`),
     /// or where one box port is published.
     Port {
@@ -83,11 +108,19 @@ enum Command {
         /// Only this box port (`8000` or `8000/tcp`).
         box_port: Option<String>,
     },
-    /// Run a command in a running box.
+    /// Run a command in a running box: `exec [OPTIONS] BOX COMMAND [ARG...]`.
     Exec(exec::ExecArgs),
-    /// Create or reuse a box, start it and run a command in it.
+    /// Create a box from IMAGE (or reuse the one of that --name when its
+    /// spec is the same), start it and run a command in it.
+    ///
+    /// `run [OPTIONS] IMAGE [COMMAND [ARG...]]`; no COMMAND runs the image's
+    /// Entrypoint and Cmd. Without --name the box gets a generated name.
+    /// The box outlives the command (unlike a docker container it is not
+    /// tied to it): `--rm` removes it after, but only if this command
+    /// created it. Older form: `run NAME --image IMAGE -- COMMAND`.
     Run(exec::RunArgs),
-    /// Attach this terminal to an exec, by id; exit with its exit code.
+    /// Attach this terminal to an exec, by id (or to a box's latest
+    /// running exec, by box name); exit with its exit code.
     ///
     /// The output boxd keeps of it (up to its last 1 MiB, and all that its
     /// own client has not taken yet) is replayed first, as `docker logs`
@@ -109,6 +142,21 @@ enum Command {
     Image {
         #[command(subcommand)]
         action: image::Action,
+    },
+    /// List images (as `image ls`).
+    Images,
+    /// Pull an image (as `image pull`).
+    Pull { reference: String },
+    /// Boxes as a group: `box prune`.
+    #[command(name = "box")]
+    Box {
+        #[command(subcommand)]
+        action: BoxAction,
+    },
+    /// The daemon's whole store: `system prune`.
+    System {
+        #[command(subcommand)]
+        action: SystemAction,
     },
     /// Show what running boxes use (CPU, memory, network, disk, processes).
     Stats(stats::StatsArgs),
@@ -154,24 +202,56 @@ enum Command {
     Completions { shell: clap_complete::Shell },
 }
 
+#[derive(Subcommand, Debug)]
+enum BoxAction {
+    /// Remove every box that is not running, with its files.
+    Prune {
+        /// Do not ask first.
+        #[arg(short, long)]
+        force: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum SystemAction {
+    /// Remove every box that is not running and every image no box uses.
+    Prune {
+        /// Do not ask first.
+        #[arg(short, long)]
+        force: bool,
+    },
+}
+
 /// What a box is made of; shared by `create` and `run`.
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default)]
 pub struct BoxFlags {
-    /// A registry reference or a local OCI image layout directory.
+    /// The box's name (default: a generated one, as docker's).
     #[arg(long)]
-    pub image: String,
-    #[arg(long)]
-    pub cpus: Option<u32>,
-    #[arg(long)]
+    pub name: Option<String>,
+    /// The image, in the older form where the first word is the box's name.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// CPUs the box may use (whole CPUs; a fraction such as 0.5 is
+    /// rounded up, and boxctl says so).
+    #[arg(long, value_name = "CPUS")]
+    pub cpus: Option<String>,
+    /// Memory limit: 512m, 2g, ... (docker's sizes).
+    #[arg(short = 'm', long = "memory", value_name = "SIZE")]
+    pub memory: Option<String>,
+    /// Memory limit in MiB (the older spelling of --memory).
+    #[arg(long = "memory-mib", value_name = "MIB", conflicts_with = "memory")]
     pub memory_mib: Option<u32>,
-    #[arg(long = "disk-gb")]
+    /// The box's disk size in GB (the microVM engine; the namespace
+    /// engine's boxes use the host's disk).
+    #[arg(long = "disk-gb", value_name = "GB")]
     pub disk_gb: Option<u32>,
     /// HOST:GUEST[:ro] (repeatable).
-    #[arg(long = "mount", short = 'v')]
+    #[arg(long = "mount", short = 'v', value_name = "HOST:GUEST[:ro]")]
     pub mounts: Vec<String>,
     /// A host the box may reach: a name, *.suffix, an IP address or CIDR
-    /// (repeatable). None: no network.
-    #[arg(long = "allow-net")]
+    /// (repeatable). None: no network (docker's --network has no match:
+    /// a box reaches only what this names).
+    #[arg(long = "allow-net", value_name = "HOST")]
     pub allow_net: Vec<String>,
     /// NAME:HOST[,HOST...][@FILE]: a credential the box sees only as a
     /// placeholder in $NAME; its value (from this environment's $NAME, or
@@ -187,16 +267,30 @@ pub struct BoxFlags {
         value_name = "[HOST_IP:]HOST_PORT:BOX_PORT[/tcp]"
     )]
     pub publish: Vec<String>,
+    /// Remove an existing box of that name (and its files) and create a new
+    /// one, as podman's --replace. Without it, a name whose box has another
+    /// spec is refused (exit 125) and the box is kept.
+    #[arg(long)]
+    pub replace: bool,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct CreateArgs {
-    pub name: String,
+    /// The image (older form: with --image, the box's name).
+    #[arg(value_name = "IMAGE")]
+    pub first: Option<String>,
+    /// Refused: a box has no main command (see `create --help`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub command: Vec<String>,
     #[command(flatten)]
     pub flags: BoxFlags,
-    /// K=V (repeatable).
-    #[arg(short = 'e', long = "env")]
+    /// The box's environment: K=V, or K for this environment's value
+    /// (repeatable).
+    #[arg(short = 'e', long = "env", value_name = "K=V|K")]
     pub env: Vec<String>,
+    /// A file of K=V (or K) lines, # comments (repeatable; -e wins).
+    #[arg(long = "env-file", value_name = "FILE")]
+    pub env_file: Vec<PathBuf>,
     /// The box's default working directory.
     #[arg(short = 'w', long = "workdir")]
     pub workdir: Option<String>,
@@ -207,6 +301,8 @@ pub struct CreateArgs {
 pub struct Failure {
     pub code: u8,
     pub message: String,
+    /// What kind of failure boxd reported, when it did.
+    pub kind: Option<ErrorKind>,
 }
 
 impl Failure {
@@ -214,6 +310,7 @@ impl Failure {
         Failure {
             code: 2,
             message: message.into(),
+            kind: None,
         }
     }
 }
@@ -228,14 +325,12 @@ impl From<Status> for Failure {
     fn from(s: Status) -> Failure {
         // A connection lost during the call is "not reachable" (3);
         // anything boxd said is a refusal or a failure (1).
-        let code = if ErrorKind::of_status(&s) == ErrorKind::LostDaemon {
-            3
-        } else {
-            1
-        };
+        let kind = ErrorKind::of_status(&s);
+        let code = if kind == ErrorKind::LostDaemon { 3 } else { 1 };
         Failure {
             code,
             message: boxd_client::status_message(&s),
+            kind: Some(kind),
         }
     }
 }
@@ -246,13 +341,15 @@ impl From<boxd_client::ConnectError> for Failure {
         // client refuses to trust (not "start the daemon": someone else's
         // socket is in the way); everything else means the daemon is not
         // reachable as this client needs it (3).
-        let code = match ErrorKind::of_connect(&e) {
+        let kind = ErrorKind::of_connect(&e);
+        let code = match kind {
             ErrorKind::Refused | ErrorKind::Untrusted => 1,
             _ => 3,
         };
         Failure {
             code,
             message: e.to_string(),
+            kind: Some(kind),
         }
     }
 }
@@ -263,30 +360,57 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// A client of the daemon, which is started first when nothing answers
+    /// (as `harness-box-exec` does; one line on stderr says so).
+    /// `BOXD_AUTOSTART=0` turns that off.
     pub async fn client(&self) -> Result<Client, Failure> {
-        Ok(boxd_client::connect(&self.paths.socket).await?)
+        match boxd_client::connect(&self.paths.socket).await {
+            Ok(c) => Ok(c),
+            Err(e)
+                if ErrorKind::of_connect(&e) == ErrorKind::NotRunning
+                    && std::env::var("BOXD_AUTOSTART").as_deref() != Ok("0") =>
+            {
+                let running = spawn::ensure_running(&self.paths, &spawn::boxd_binary(None), &[])
+                    .await
+                    .map_err(|e| Failure {
+                        code: 3,
+                        message: format!("boxd is not running and could not be started: {e}"),
+                        kind: Some(ErrorKind::NotRunning),
+                    })?;
+                if running.origin == spawn::Origin::Started {
+                    eprintln!(
+                        "boxctl: started boxd (pid {}) on {}",
+                        running.describe.pid, running.describe.socket
+                    );
+                }
+                Ok(running.client)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
 fn main() -> ExitCode {
+    // A closed stdout (`boxctl ls | head -1`) ends boxctl quietly, as it
+    // does `cat`, instead of a panic on the next write.
+    // SAFETY: setting a signal disposition before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     if let Command::Completions { shell } = cli.command {
         clap_complete::generate(shell, &mut Cli::command(), "boxctl", &mut std::io::stdout());
         return ExitCode::SUCCESS;
     }
+    let json = cli.json;
     // A daemon of this home serving another socket (one started with
     // XDG_RUNTIME_DIR, say, when this process has none) is the one to talk to.
     let paths = match Paths::resolve(cli.socket, cli.home).map(Paths::following_lock) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("boxctl: {e}");
+            report(json, &Failure::usage(e.to_string()));
             return ExitCode::from(2);
         }
     };
-    let ctx = Ctx {
-        paths,
-        json: cli.json,
-    };
+    let ctx = Ctx { paths, json };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -296,7 +420,7 @@ fn main() -> ExitCode {
     let code = match result {
         Ok(code) => code,
         Err(f) => {
-            eprintln!("boxctl: {}", f.message);
+            report(json, &f);
             f.code
         }
     };
@@ -304,75 +428,64 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+/// A failure on stderr: a line of words, or with `--json` one JSON object
+/// `{"error": {"message", "exitCode", "kind"}}`.
+fn report(json: bool, f: &Failure) {
+    if json {
+        let kind = f.kind.map(|k| format!("{k:?}"));
+        eprintln!(
+            "{}",
+            serde_json::json!({"error": {"message": f.message, "exitCode": f.code, "kind": kind}})
+        );
+    } else {
+        eprintln!("boxctl: {}", f.message);
+    }
+}
+
 async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
     match command {
         Command::Daemon { action } => daemon::run(ctx, action).await,
         Command::Create(args) => {
-            let mut c = ctx.client().await?;
-            let spec = box_spec(&args.flags, &args.env, args.workdir.as_deref())?;
-            let reply = create(&mut c, &args.name, spec, ctx.json).await?;
+            // docker's 125 for what boxd refused; a wrong word stays a
+            // usage error (2).
+            let fail = |mut f: Failure| {
+                if f.code != 2 {
+                    f.code = 125;
+                }
+                f
+            };
+            if !args.command.is_empty() {
+                return Err(fail(Failure::usage(format!(
+                    "a box has no main command, so create takes none ({:?}): create the box, then run it with boxctl run -d or boxctl exec",
+                    args.command.join(" ")
+                ))));
+            }
+            let target = boxes::target(&args.flags, args.first).map_err(fail)?;
+            let env = words::env(&args.env_file, &args.env).map_err(|m| fail(Failure::usage(m)))?;
+            let mut c = ctx.client().await.map_err(fail)?;
+            let reply = boxes::create(
+                ctx,
+                &mut c,
+                &args.flags,
+                &target,
+                &env,
+                args.workdir.as_deref(),
+            )
+            .await
+            .map_err(fail)?;
             output::created(ctx, &reply);
             Ok(0)
         }
-        Command::Start { name } => {
-            let reply = ctx
-                .client()
-                .await?
-                .start_box(v1::StartBoxRequest { name })
-                .await?
-                .into_inner();
-            output::started(ctx, &reply);
-            Ok(0)
-        }
-        Command::Stop { name, force } => {
-            let reply = ctx
-                .client()
-                .await?
-                .stop_box(v1::StopBoxRequest { name, force })
-                .await?
-                .into_inner();
-            output::one_box(ctx, reply.r#box.as_ref());
-            Ok(0)
-        }
-        Command::Rm { name, force } => {
-            ctx.client()
-                .await?
-                .remove_box(v1::RemoveBoxRequest {
-                    name: name.clone(),
-                    force,
-                })
-                .await?;
-            output::removed(ctx, &name);
-            Ok(0)
-        }
-        Command::Ls => {
-            let reply = ctx
-                .client()
-                .await?
-                .list_boxes(v1::ListBoxesRequest {})
-                .await?
-                .into_inner();
-            output::list(ctx, &reply.boxes);
-            Ok(0)
-        }
-        Command::Inspect { name } => {
-            let info = ctx
-                .client()
-                .await?
-                .inspect_box(v1::InspectBoxRequest { name })
-                .await?
-                .into_inner();
-            output::inspect(ctx, &info);
-            Ok(0)
-        }
+        Command::Start { names } => boxes::start(ctx, &names).await,
+        Command::Stop { names, force } => boxes::stop(ctx, &names, force).await,
+        Command::Rm { names, force } => boxes::rm(ctx, &names, force).await,
+        Command::Ls(args) => boxes::list(ctx, args, false).await,
+        Command::Ps(args) => boxes::list(ctx, args, true).await,
+        Command::Inspect { names, format } => boxes::inspect(ctx, &names, format.as_deref()).await,
         Command::Port { name, box_port } => {
             let wanted = box_port.as_deref().map(port_filter).transpose()?;
-            let info = ctx
-                .client()
-                .await?
-                .inspect_box(v1::InspectBoxRequest { name: name.clone() })
-                .await?
-                .into_inner();
+            let mut client = ctx.client().await?;
+            let info = boxes::must_exist(&mut client, &name).await?;
             let ports: Vec<_> = info
                 .ports
                 .iter()
@@ -384,6 +497,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
                 (Some(w), true) => Err(Failure {
                     code: 1,
                     message: format!("box {name} publishes no port {w}/tcp now"),
+                    kind: None,
                 }),
                 _ => Ok(0),
             }
@@ -394,6 +508,14 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
         Command::Cp(args) => cp::cp(ctx, args).await,
         Command::Logs(args) => attach::logs(ctx, args).await,
         Command::Image { action } => image::run(ctx, action).await,
+        Command::Images => image::run(ctx, image::Action::Ls).await,
+        Command::Pull { reference } => image::run(ctx, image::Action::Pull { reference }).await,
+        Command::Box {
+            action: BoxAction::Prune { force },
+        } => boxes::prune(ctx, force, false).await,
+        Command::System {
+            action: SystemAction::Prune { force },
+        } => boxes::prune(ctx, force, true).await,
         Command::Stats(args) => stats::stats(ctx, args).await,
         Command::Snapshot { action } => snapshot::snapshot(ctx, action).await,
         Command::Clone { source, name } => snapshot::clone(ctx, source, name).await,
@@ -426,11 +548,12 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
                 Err(e) => Err(Failure {
                     code: 1,
                     message: format!("jsonl: {e}"),
+                    kind: None,
                 }),
             }
         }
         Command::Version => {
-            let daemon = match ctx.client().await {
+            let daemon = match boxd_client::connect(&ctx.paths.socket).await {
                 Ok(mut c) => c
                     .describe(v1::DescribeRequest {})
                     .await
@@ -456,33 +579,14 @@ fn port_filter(s: &str) -> Result<u32, Failure> {
     }
 }
 
-/// The box spec `create` and `run` ask for, from their flags.
-pub fn box_spec(
-    flags: &BoxFlags,
-    env: &[String],
-    workdir: Option<&str>,
-) -> Result<BoxSpec, Failure> {
-    let words = spec::SpecWords {
-        image: &flags.image,
-        cpus: flags.cpus,
-        memory_mib: flags.memory_mib,
-        disk_size_gb: flags.disk_gb,
-        mounts: &flags.mounts,
-        allow_net: &flags.allow_net,
-        env,
-        working_dir: workdir,
-        secrets: &flags.secrets,
-        publish: &flags.publish,
-    };
-    Ok(words.parse()?)
-}
-
-/// Creates (or reuses) a box, pulling its image first, with progress on
-/// stderr, when the daemon does not have it.
+/// Creates a box (`if_exists` says what happens to one of that name),
+/// pulling its image first, with progress on stderr, when the daemon does
+/// not have it.
 pub async fn create(
     c: &mut Client,
     name: &str,
     spec: BoxSpec,
+    if_exists: v1::IfExists,
     json: bool,
 ) -> Result<Created, Failure> {
     let show = if json {
@@ -491,11 +595,11 @@ pub async fn create(
         image::Show::auto()
     };
     let mut view = image::PullView::new(spec.image(), show);
-    let on_pull = |e: &boxes::PullEvent| {
+    let on_pull = |e: &boxd_client::boxes::PullEvent| {
         view.event(e);
         std::future::ready(())
     };
-    Ok(boxes::create_or_reuse(c, name, spec, on_pull).await?)
+    Ok(boxd_client::boxes::create(c, name, spec, if_exists, on_pull).await?)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::Ctx;
 
-fn state(s: i32) -> &'static str {
+pub fn state(s: i32) -> &'static str {
     v1::BoxState::try_from(s)
         .unwrap_or(v1::BoxState::Unspecified)
         .label()

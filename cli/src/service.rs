@@ -53,6 +53,7 @@ fn failure(message: impl Into<String>) -> Failure {
     Failure {
         code: 1,
         message: message.into(),
+        kind: None,
     }
 }
 

@@ -120,11 +120,23 @@ impl BoxSpec {
         self.spec
     }
 
-    /// The create request for a box called `name`.
+    /// The create request for a box called `name` (an existing box of that
+    /// name is reused as it is).
     pub fn request(self, name: impl Into<String>) -> v1::CreateBoxRequest {
+        self.request_if_exists(name, v1::IfExists::Reuse)
+    }
+
+    /// The create request for a box called `name`, saying what to do with
+    /// an existing box of that name.
+    pub fn request_if_exists(
+        self,
+        name: impl Into<String>,
+        if_exists: v1::IfExists,
+    ) -> v1::CreateBoxRequest {
         v1::CreateBoxRequest {
             name: name.into(),
             spec: Some(self.spec),
+            if_exists: if_exists.into(),
         }
     }
 }
@@ -147,6 +159,8 @@ pub struct Created {
     /// boxd dropped, in words.
     pub warnings: Vec<String>,
     pub elapsed_ms: u64,
+    /// A box of that name was removed first (`IfExists::Replace`).
+    pub replaced: bool,
 }
 
 impl Created {
@@ -171,6 +185,7 @@ impl From<v1::CreateBoxResponse> for Created {
             },
             warnings: r.warnings,
             elapsed_ms: r.elapsed_ms,
+            replaced: r.replaced,
         }
     }
 }
@@ -235,10 +250,30 @@ where
     F: FnMut(&PullEvent) -> Fut,
     Fut: Future<Output = ()>,
 {
+    create(client, name, spec, v1::IfExists::Reuse, on_pull).await
+}
+
+/// As [`create_or_reuse`], with `if_exists` saying what happens to an
+/// existing box of that name (`SameSpec`: reuse only an identical one,
+/// else `ALREADY_EXISTS` naming the differences; `Replace`: a new box).
+pub async fn create<F, Fut>(
+    client: &mut Client,
+    name: &str,
+    spec: BoxSpec,
+    if_exists: v1::IfExists,
+    on_pull: F,
+) -> Result<Created, Status>
+where
+    F: FnMut(&PullEvent) -> Fut,
+    Fut: Future<Output = ()>,
+{
     if image_missing(client, spec.image()).await? {
         pull(client, spec.image(), on_pull).await?;
     }
-    let reply = client.create_box(spec.request(name)).await?.into_inner();
+    let reply = client
+        .create_box(spec.request_if_exists(name, if_exists))
+        .await?
+        .into_inner();
     Ok(reply.into())
 }
 
@@ -289,6 +324,7 @@ mod tests {
             created: false,
             warnings: vec!["cpus differ".into()],
             elapsed_ms: 3,
+            replaced: false,
         });
         assert_eq!(c.outcome, Outcome::Reused);
         assert!(!c.created());

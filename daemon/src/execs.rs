@@ -383,6 +383,7 @@ impl Execs {
             working_dir,
             stdin: req.stdin,
             tty,
+            user: req.user.clone(),
             builtin: None,
         };
         let started = self.registry.engine().exec(&record, spec).await?;
@@ -667,6 +668,7 @@ mod tests {
             tty: None,
             detach,
             resumable: false,
+            user: None,
         }
     }
 

@@ -250,6 +250,7 @@ async fn run(
         socket: paths.socket.clone(),
         shutdown: shutdown.clone(),
         protocol: service::Service::protocol(),
+        isolation_warned: Default::default(),
     };
     let api = BoxdServer::new(service)
         .max_decoding_message_size(boxd_proto::wire::MAX_MESSAGE)

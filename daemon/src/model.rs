@@ -146,8 +146,16 @@ pub struct BoxRecord {
 
 /// A box's name as `validate::box_name` accepted it: the registry takes
 /// nothing else, so no unchecked name reaches a path, a lock or a log.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BoxName(String);
+
+/// As the name in quotes (`"web"`): messages format names with `{:?}`,
+/// and a person reads them.
+impl std::fmt::Debug for BoxName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
 
 impl BoxName {
     /// For `validate::box_name` only, which holds the rule.
@@ -193,6 +201,8 @@ pub struct ExecRequest {
     pub detach: bool,
     /// The client acknowledges output and may reattach from an offset.
     pub resumable: bool,
+    /// `USER[:GROUP]`; `None`: the image's user, else box root.
+    pub user: Option<String>,
 }
 
 /// A change of a box's state, as `WatchBoxes` reports it.

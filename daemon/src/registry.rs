@@ -49,7 +49,22 @@ enum Make<'a> {
 pub struct CreateOutcome {
     pub record: BoxRecord,
     pub created: bool,
+    /// A box of that name was removed first ([`IfExists::Replace`]).
+    pub replaced: bool,
     pub warnings: Vec<String>,
+}
+
+/// What a create does with an existing box of its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfExists {
+    /// Reuse it as it is (differences become warnings).
+    Reuse,
+    /// Reuse it only when its whole spec is the request's.
+    SameSpec,
+    /// Remove it (stopped first) and create anew.
+    Replace,
+    /// Refuse: the name must be new.
+    Fail,
 }
 
 fn new_id() -> String {
@@ -177,8 +192,20 @@ impl Registry {
         Ok(guard)
     }
 
-    /// Get-or-create by name.
+    /// Get-or-create by name (an existing box is reused as it is).
     pub async fn create(&self, name: &BoxName, spec: BoxSpec) -> Result<CreateOutcome> {
+        self.create_with(name, spec, IfExists::Reuse).await
+    }
+
+    /// Creates `name`; what happens to an existing box of that name is
+    /// `if_exists`'s to say. A refused clash changes nothing.
+    pub async fn create_with(
+        &self,
+        name: &BoxName,
+        spec: BoxSpec,
+        if_exists: IfExists,
+    ) -> Result<CreateOutcome> {
+        let mut replaced = false;
         loop {
             let (slot, fresh) = {
                 let mut boxes = self.boxes.lock().expect("registry lock");
@@ -191,17 +218,44 @@ impl Registry {
                 }
             };
             if let Some(guard) = fresh {
-                return self.create_new(slot, guard, Make::Create).await;
+                let mut out = self.create_new(slot, guard, Make::Create).await?;
+                out.replaced = replaced;
+                return Ok(out);
             }
-            let guard = slot.lock_owned().await;
+            let mut guard = slot.lock_owned().await;
             if guard.state == State::Removed {
                 // Removed (or its creation failed) while we waited: try again.
                 continue;
+            }
+            match if_exists {
+                IfExists::Reuse => {}
+                IfExists::SameSpec => {
+                    let differs = spec_differences(&guard.spec, &spec);
+                    if !differs.is_empty() {
+                        return Err(Error::AlreadyExists(format!(
+                            "a box named {:?} exists with a different spec ({}); nothing was changed",
+                            guard.name,
+                            differs.join("; ")
+                        )));
+                    }
+                }
+                IfExists::Fail => {
+                    return Err(Error::AlreadyExists(format!(
+                        "a box named {:?} exists already",
+                        guard.name
+                    )));
+                }
+                IfExists::Replace => {
+                    self.remove_locked(&mut guard, true).await?;
+                    replaced = true;
+                    continue;
+                }
             }
             let warnings = reuse_warnings(&guard.spec, &spec);
             return Ok(CreateOutcome {
                 record: guard.clone(),
                 created: false,
+                replaced: false,
                 warnings,
             });
         }
@@ -285,6 +339,7 @@ impl Registry {
                 Ok(CreateOutcome {
                     record: guard.clone(),
                     created: true,
+                    replaced: false,
                     warnings,
                 })
             }
@@ -423,22 +478,28 @@ impl Registry {
     /// Removes a box and its files; a running box needs `force`.
     pub async fn remove(&self, name: &BoxName, force: bool) -> Result<BoxRecord> {
         let mut guard = self.lock(name).await?;
+        self.remove_locked(&mut guard, force).await?;
+        Ok(guard.clone())
+    }
+
+    async fn remove_locked(&self, guard: &mut BoxRecord, force: bool) -> Result<()> {
         if matches!(guard.state, State::Running | State::Starting) {
             if !force {
                 return Err(Error::FailedPrecondition(format!(
-                    "box {name:?} is running; stop it first or remove it with force"
+                    "box {:?} is running; stop it first or remove it with force",
+                    guard.name
                 )));
             }
-            self.stop_locked(&mut guard, true).await?;
+            self.stop_locked(guard, true).await?;
         }
-        self.engine.remove(&guard).await?;
+        self.engine.remove(guard).await?;
         guard.state = State::Removed;
         self.boxes
             .lock()
             .expect("registry lock")
-            .remove(name.as_str());
-        self.emit(&guard, 0, "");
-        Ok(guard.clone())
+            .remove(guard.name.as_str());
+        self.emit(guard, 0, "");
+        Ok(())
     }
 
     /// A snapshot of one box, waiting for any lifecycle operation on it.
@@ -565,74 +626,135 @@ pub fn persist(record: &BoxRecord) -> Result<()> {
     std::fs::rename(&tmp, &path).map_err(|e| Error::io(format!("write {}", path.display()), e))
 }
 
-/// Differences between a reused box and what the request asked for.
+/// Differences between a reused box and what the request asked for (only
+/// what the request gives counts: an empty field asks for nothing).
 pub fn reuse_warnings(have: &BoxSpec, want: &BoxSpec) -> Vec<String> {
+    differences(have, want, true)
+        .into_iter()
+        .map(|d| format!("{d}; the box is reused as it is"))
+        .collect()
+}
+
+/// Every way `want` is not the spec `have`, in words, the empty fields of
+/// `want` included (`IfExists::SameSpec`).
+pub fn spec_differences(have: &BoxSpec, want: &BoxSpec) -> Vec<String> {
+    differences(have, want, false)
+}
+
+fn differences(have: &BoxSpec, want: &BoxSpec, given_only: bool) -> Vec<String> {
     let mut w = Vec::new();
-    let mut differs = |what: &str, have: String, want: String| {
-        w.push(format!("{what} differs: the box has {have}, the request asked for {want}; the box is reused as it is"));
+    let mut differs = |what: &str, given: bool, same: bool, have: String, want: String| {
+        if (given || !given_only) && !same {
+            w.push(format!(
+                "{what} differs: the box has {have}, the request asked for {want}"
+            ));
+        }
     };
-    if !want.image.is_empty() && want.image != have.image {
-        differs("image", have.image.clone(), want.image.clone());
-    }
     let opt = |v: Option<u32>| v.map_or("the default".to_owned(), |v| v.to_string());
-    if want.cpus.is_some() && want.cpus != have.cpus {
-        differs("cpus", opt(have.cpus), opt(want.cpus));
-    }
-    if want.memory_mib.is_some() && want.memory_mib != have.memory_mib {
-        differs("memory_mib", opt(have.memory_mib), opt(want.memory_mib));
-    }
-    if want.disk_size_gb.is_some() && want.disk_size_gb != have.disk_size_gb {
-        differs(
-            "disk_size_gb",
-            opt(have.disk_size_gb),
-            opt(want.disk_size_gb),
-        );
-    }
-    if !want.mounts.is_empty() && want.mounts != have.mounts {
-        differs(
-            "mounts",
-            format!("{:?}", have.mounts),
-            format!("{:?}", want.mounts),
-        );
-    }
-    if !want.allow_net.is_empty() && want.allow_net != have.allow_net {
-        differs(
-            "allow_net",
-            format!("{:?}", have.allow_net),
-            format!("{:?}", want.allow_net),
-        );
-    }
-    if !want.env.is_empty() && want.env != have.env {
-        differs("env", format!("{:?}", have.env), format!("{:?}", want.env));
-    }
-    if want.working_dir.is_some() && want.working_dir != have.working_dir {
-        differs(
-            "working_dir",
-            format!("{:?}", have.working_dir),
-            format!("{:?}", want.working_dir),
-        );
-    }
-    if !want.secrets.is_empty() && want.secrets != have.secrets {
-        // Names only: values are never written anywhere a client reads.
-        let names = |s: &[crate::egress::Secret]| {
-            s.iter()
-                .map(|s| s.name.clone())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        differs(
-            "secrets (or their values)",
-            format!("[{}]", names(&have.secrets)),
-            format!("[{}]", names(&want.secrets)),
-        );
-    }
-    if !want.ports.is_empty() && want.ports != have.ports {
-        let list = |p: &[PortMapping]| {
-            let items: Vec<String> = p.iter().map(ToString::to_string).collect();
-            format!("[{}]", items.join(", "))
-        };
-        differs("ports", list(&have.ports), list(&want.ports));
-    }
+    let none = |s: String| {
+        if s == "[]" || s == "{}" {
+            "none".to_owned()
+        } else {
+            s
+        }
+    };
+    differs(
+        "image",
+        !want.image.is_empty(),
+        want.image == have.image,
+        have.image.clone(),
+        want.image.clone(),
+    );
+    differs(
+        "cpus",
+        want.cpus.is_some(),
+        want.cpus == have.cpus,
+        opt(have.cpus),
+        opt(want.cpus),
+    );
+    differs(
+        "memory_mib",
+        want.memory_mib.is_some(),
+        want.memory_mib == have.memory_mib,
+        opt(have.memory_mib),
+        opt(want.memory_mib),
+    );
+    differs(
+        "disk_size_gb",
+        want.disk_size_gb.is_some(),
+        want.disk_size_gb == have.disk_size_gb,
+        opt(have.disk_size_gb),
+        opt(want.disk_size_gb),
+    );
+    let mounts = |m: &[crate::model::Mount]| {
+        let items: Vec<String> = m
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}:{}{}",
+                    m.host_path.display(),
+                    m.guest_path,
+                    if m.read_only { ":ro" } else { "" }
+                )
+            })
+            .collect();
+        none(format!("[{}]", items.join(", ")))
+    };
+    differs(
+        "mounts",
+        !want.mounts.is_empty(),
+        want.mounts == have.mounts,
+        mounts(&have.mounts),
+        mounts(&want.mounts),
+    );
+    differs(
+        "allow_net",
+        !want.allow_net.is_empty(),
+        want.allow_net == have.allow_net,
+        none(format!("{:?}", have.allow_net)),
+        none(format!("{:?}", want.allow_net)),
+    );
+    differs(
+        "env",
+        !want.env.is_empty(),
+        want.env == have.env,
+        none(format!("{:?}", have.env)),
+        none(format!("{:?}", want.env)),
+    );
+    differs(
+        "working_dir",
+        want.working_dir.is_some(),
+        want.working_dir == have.working_dir,
+        have.working_dir
+            .clone()
+            .map_or("the image's".into(), |d| format!("{d:?}")),
+        want.working_dir
+            .clone()
+            .map_or("the image's".into(), |d| format!("{d:?}")),
+    );
+    // Names only: values are never written anywhere a client reads.
+    let names = |s: &[crate::egress::Secret]| {
+        let names: Vec<&str> = s.iter().map(|s| s.name.as_str()).collect();
+        none(format!("[{}]", names.join(", ")))
+    };
+    differs(
+        "secrets (or their values)",
+        !want.secrets.is_empty(),
+        want.secrets == have.secrets,
+        names(&have.secrets),
+        names(&want.secrets),
+    );
+    let ports = |p: &[PortMapping]| {
+        let items: Vec<String> = p.iter().map(ToString::to_string).collect();
+        none(format!("[{}]", items.join(", ")))
+    };
+    differs(
+        "ports",
+        !want.ports.is_empty(),
+        want.ports == have.ports,
+        ports(&have.ports),
+        ports(&want.ports),
+    );
     w
 }
 
@@ -683,6 +805,84 @@ mod tests {
         assert_eq!(made, 1, "one create makes it, the others reuse it");
         assert_eq!(ids.len(), 1);
         assert_eq!(engine.creates.lock().unwrap().as_slice(), ["same"]);
+    }
+
+    #[tokio::test]
+    async fn a_clash_with_another_spec_is_refused_and_changes_nothing() {
+        let engine = Arc::new(FakeEngine::default());
+        let (_dir, registry) = open(&engine).await;
+        let first = registry.create(&name("p"), spec()).await.unwrap();
+        registry.start(&name("p")).await.unwrap();
+        // The same spec reuses it.
+        let same = registry
+            .create_with(&name("p"), spec(), IfExists::SameSpec)
+            .await
+            .unwrap();
+        assert!(!same.created && !same.replaced);
+        assert_eq!(same.record.id, first.record.id);
+        // Another image, or a spec that leaves out what the box has, is
+        // refused and names each difference.
+        let other = BoxSpec {
+            image: "/images/other".into(),
+            memory_mib: Some(256),
+            ..BoxSpec::default()
+        };
+        let e = registry
+            .create_with(&name("p"), other.clone(), IfExists::SameSpec)
+            .await
+            .err()
+            .unwrap();
+        let Error::AlreadyExists(msg) = &e else {
+            panic!("{e:?}")
+        };
+        assert!(
+            msg.contains("image differs") && msg.contains("/images/other"),
+            "{msg}"
+        );
+        assert!(msg.contains("memory_mib differs"), "{msg}");
+        let kept = registry.get(&name("p")).await.unwrap();
+        assert_eq!(
+            (kept.id.as_str(), kept.state),
+            (first.record.id.as_str(), State::Running)
+        );
+        let with_mount = BoxSpec {
+            mounts: vec![crate::model::Mount {
+                host_path: "/h".into(),
+                guest_path: "/g".into(),
+                read_only: false,
+            }],
+            ..spec()
+        };
+        registry.create(&name("m"), with_mount).await.unwrap();
+        let e = registry
+            .create_with(&name("m"), spec(), IfExists::SameSpec)
+            .await
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string()
+                .contains("mounts differs: the box has [/h:/g]"),
+            "{e}"
+        );
+        // Reuse (the JSONL driver's and harness-box-exec's) only warns.
+        let reused = registry.create(&name("p"), other.clone()).await.unwrap();
+        assert!(!reused.created);
+        assert_eq!(reused.warnings.len(), 2, "{:?}", reused.warnings);
+        // Replace removes the running box and makes a new one.
+        let replaced = registry
+            .create_with(&name("p"), other.clone(), IfExists::Replace)
+            .await
+            .unwrap();
+        assert!(replaced.created && replaced.replaced);
+        assert_ne!(replaced.record.id, first.record.id);
+        assert_eq!(replaced.record.spec, other);
+        assert_eq!(registry.list().await.len(), 2);
+        // Replace with no box of that name just creates.
+        let fresh = registry
+            .create_with(&name("q"), spec(), IfExists::Replace)
+            .await
+            .unwrap();
+        assert!(fresh.created && !fresh.replaced);
     }
 
     #[tokio::test]

@@ -35,6 +35,21 @@ pub struct Service {
     /// The protocol `Describe` names: [`v1::PROTOCOL`] (see
     /// [`Service::protocol`]).
     pub protocol: String,
+    /// The engine's isolation warning (namespaces where microVMs were
+    /// asked for) went out once with a create reply since this start: it
+    /// is not repeated on every create (`Describe` keeps it in its notes).
+    pub isolation_warned: std::sync::atomic::AtomicBool,
+}
+
+impl Service {
+    /// The engine's create warning, for the first create reply only.
+    pub fn isolation_warning(&self) -> Option<String> {
+        let w = self.registry.engine().info().create_warning.clone()?;
+        (!self
+            .isolation_warned
+            .swap(true, std::sync::atomic::Ordering::Relaxed))
+        .then_some(w)
+    }
 }
 
 type Stream2<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -202,18 +217,31 @@ impl Boxd for Service {
         let begin = Instant::now();
         let req = req.into_inner();
         let name = validate::box_name(&req.name)?;
+        let if_exists = match v1::IfExists::try_from(req.if_exists) {
+            Ok(v1::IfExists::Reuse) => crate::registry::IfExists::Reuse,
+            Ok(v1::IfExists::SameSpec) => crate::registry::IfExists::SameSpec,
+            Ok(v1::IfExists::Replace) => crate::registry::IfExists::Replace,
+            Ok(v1::IfExists::Fail) => crate::registry::IfExists::Fail,
+            Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "unknown if_exists {}",
+                    req.if_exists
+                )));
+            }
+        };
         let spec = self.spec_from_proto(req.spec.unwrap_or_default())?;
-        let out = self.registry.create(&name, spec).await?;
+        let out = self.registry.create_with(&name, spec, if_exists).await?;
         let mut warnings = out.warnings;
         if out.created {
             warnings.extend(crate::model::public_port_warnings(&out.record.spec.ports));
         }
-        warnings.extend(self.registry.engine().info().create_warning.clone());
+        warnings.extend(self.isolation_warning());
         Ok(Response::new(v1::CreateBoxResponse {
             r#box: Some(self.info(&out.record).await),
             created: out.created,
             warnings,
             elapsed_ms: begin.elapsed().as_millis() as u64,
+            replaced: out.replaced,
         }))
     }
 

@@ -279,7 +279,28 @@ pub fn exec_start(req: v1::ExecStart) -> Result<ExecRequest> {
         tty,
         detach: req.detach,
         resumable: req.resumable,
+        user: exec_user(&req.user)?,
     })
+}
+
+/// `USER[:GROUP]` (names or numbers); empty is `None`.
+pub fn exec_user(user: &str) -> Result<Option<String>> {
+    if user.is_empty() {
+        return Ok(None);
+    }
+    let ok = user.len() <= 256
+        && user.split(':').count() <= 2
+        && user.split(':').all(|w| {
+            !w.is_empty()
+                && w.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_.-$".contains(&b))
+        });
+    if !ok {
+        return Err(Error::InvalidArgument(format!(
+            "invalid user {user:?}: use USER[:GROUP] or UID[:GID]"
+        )));
+    }
+    Ok(Some(user.to_owned()))
 }
 
 /// A TTY's size: rows and columns, each 1 to 65535.
@@ -510,9 +531,6 @@ pub fn env_var(key: &str, value: &str) -> Result<()> {
 
 /// Command words cannot carry NUL bytes.
 pub fn command(command: &str, args: &[String]) -> Result<()> {
-    if command.is_empty() {
-        return Err(Error::InvalidArgument("command is empty".into()));
-    }
     if command.contains('\0') || args.iter().any(|a| a.contains('\0')) {
         return Err(Error::InvalidArgument(
             "command and arguments cannot contain NUL bytes".into(),

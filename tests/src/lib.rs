@@ -451,6 +451,7 @@ pub async fn create(client: &mut Client, name: &str, spec: v1::BoxSpec) -> v1::C
         .create_box(v1::CreateBoxRequest {
             name: name.into(),
             spec: Some(spec),
+            ..Default::default()
         })
         .await
         .expect("create box")
@@ -463,6 +464,7 @@ pub async fn up(client: &mut Client, name: &str, spec: v1::BoxSpec) -> v1::BoxIn
         .create_box(v1::CreateBoxRequest {
             name: name.into(),
             spec: Some(spec),
+            ..Default::default()
         })
         .await
         .expect("create box");

@@ -129,12 +129,13 @@ fn errors_have_stable_exit_codes() {
     let d = Daemon::start();
     let out = d.boxctl().args(["start", "nope"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
+    // A create boxd refuses exits 125, as docker's.
     let out = d
         .boxctl()
         .args(["create", "bad/name", "--image", "/tmp"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(125));
     let out = d
         .boxctl()
         .args(["create", "x", "--image", "/tmp", "--mount", "nonsense"])
@@ -152,6 +153,7 @@ fn errors_have_stable_exit_codes() {
 
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(bin("boxctl"))
+        .env("BOXD_AUTOSTART", "0")
         .arg("--socket")
         .arg(dir.path().join("none.sock"))
         .arg("ls")

@@ -21,6 +21,7 @@ async fn create_reuse_start_exec_stop_remove(engine: &'static str) {
         .create_box(v1::CreateBoxRequest {
             name: "life".into(),
             spec: Some(spec.clone()),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -38,6 +39,7 @@ async fn create_reuse_start_exec_stop_remove(engine: &'static str) {
         .create_box(v1::CreateBoxRequest {
             name: "life".into(),
             spec: Some(other),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -449,6 +451,7 @@ async fn hostile_names_and_mounts_are_rejected() {
             .create_box(v1::CreateBoxRequest {
                 name: name.into(),
                 spec: Some(busybox_spec()),
+                ..Default::default()
             })
             .await
             .unwrap_err();
@@ -476,6 +479,7 @@ async fn hostile_names_and_mounts_are_rejected() {
             .create_box(v1::CreateBoxRequest {
                 name: "m".into(),
                 spec: Some(spec),
+                ..Default::default()
             })
             .await
             .unwrap_err();
@@ -492,6 +496,7 @@ async fn hostile_names_and_mounts_are_rejected() {
                 image: "/etc".into(),
                 ..Default::default()
             }),
+            ..Default::default()
         })
         .await
         .unwrap_err();

@@ -514,6 +514,7 @@ async fn a_full_home_gives_clear_errors_and_corrupts_nothing() {
                 .create_box(v1::CreateBoxRequest {
                     name,
                     spec: Some(spec),
+                    ..Default::default()
                 })
                 .await
                 .unwrap_err();

@@ -12,6 +12,7 @@ async fn refused(c: &mut Client, name: &str, spec: v1::BoxSpec) -> boxd_client::
         .create_box(v1::CreateBoxRequest {
             name: name.into(),
             spec: Some(spec),
+            ..Default::default()
         })
         .await
     {
@@ -392,6 +393,7 @@ async fn thousands_of_boxes_hit_the_limit_not_the_disk() {
                     .create_box(v1::CreateBoxRequest {
                         name: format!("many-{worker}-{i}"),
                         spec: Some(busybox_spec()),
+                        ..Default::default()
                     })
                     .await;
                 outcomes.push(
@@ -1096,6 +1098,7 @@ mod hostile_images {
             c.create_box(v1::CreateBoxRequest {
                 name: name.into(),
                 spec: Some(spec(image)),
+                ..Default::default()
             }),
         )
         .await
@@ -1324,6 +1327,7 @@ mod hostile_images {
             c.create_box(v1::CreateBoxRequest {
                 name,
                 spec: Some(spec(&image)),
+                ..Default::default()
             })
             .await
         });

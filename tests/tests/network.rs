@@ -197,6 +197,7 @@ async fn a_box_reaches_its_listed_hosts_and_nothing_else() {
         .create_box(v1::CreateBoxRequest {
             name: "bad-net".into(),
             spec: Some(allow(&["https://example.com"])),
+            ..Default::default()
         })
         .await
         .unwrap_err();

@@ -321,6 +321,7 @@ async fn hostile_publish_words_are_clear_errors() {
             .create_box(v1::CreateBoxRequest {
                 name: "hostile".into(),
                 spec: Some(spec_with(vec![port])),
+                ..Default::default()
             })
             .await
             .unwrap_err();

@@ -349,6 +349,8 @@ pub struct ExecParams {
     timeout_ms: Option<u64>,
     interactive: Option<bool>,
     tty: Option<bool>,
+    /// `USER[:GROUP]` or `UID[:GID]`, resolved in the box.
+    user: Option<String>,
 }
 
 impl ExecParams {
@@ -367,6 +369,7 @@ impl ExecParams {
             tty_size: None,
             detach: false,
             resumable: true,
+            user: self.user.unwrap_or_default(),
         }
     }
 }

@@ -345,6 +345,7 @@ mod tests {
             created: true,
             warnings: vec![],
             elapsed_ms: 5,
+            replaced: false,
         }));
         assert_eq!(
             to_value(&created),

@@ -114,6 +114,9 @@ pub struct ExecSpec {
     pub stdin: bool,
     /// `Some((rows, cols))`: run on a pseudo-terminal of that size.
     pub tty: Option<(u16, u16)>,
+    /// `USER[:GROUP]` to run as; `None`: the image's user, else box root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     /// Run boxd's own code in the box instead of `command` (the namespace
     /// engine's file copies). Such an exec is the daemon's: never listed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

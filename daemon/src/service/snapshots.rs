@@ -170,12 +170,13 @@ impl Service {
         begin: Instant,
     ) -> v1::CreateBoxResponse {
         warnings.extend(out.warnings);
-        warnings.extend(self.registry.engine().info().create_warning.clone());
+        warnings.extend(self.isolation_warning());
         v1::CreateBoxResponse {
             r#box: Some(self.info(&out.record).await),
             created: out.created,
             warnings,
             elapsed_ms: begin.elapsed().as_millis() as u64,
+            replaced: false,
         }
     }
 }

@@ -283,6 +283,11 @@ impl Engine for BoxliteEngine {
                 "built-in execs are the namespace engine's".into(),
             ));
         }
+        if spec.command.is_empty() {
+            return Err(Error::Unimplemented(
+                "the microVM engine runs only a command given (it does not read the image's Entrypoint or Cmd)".into(),
+            ));
+        }
         let handle = self.running(record).await?;
         let execution = handle
             .exec(process::box_command(&spec))

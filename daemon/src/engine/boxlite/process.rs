@@ -31,6 +31,9 @@ pub(super) fn box_command(spec: &ExecSpec) -> BoxCommand {
     if !spec.working_dir.is_empty() {
         cmd = cmd.working_dir(spec.working_dir.clone());
     }
+    if let Some(user) = &spec.user {
+        cmd = cmd.user(user.clone());
+    }
     cmd.tty(spec.tty.is_some())
 }
 

@@ -296,6 +296,8 @@ const STEP_SECCOMP: i32 = 10_003;
 const STEP_CAPSET: i32 = 10_004;
 /// The working directory does not exist (or is no directory).
 pub const STEP_CHDIR: i32 = 10_006;
+/// Switching to the exec's user (`setgroups`, `setgid`, `setuid`) failed.
+pub const STEP_USER: i32 = 10_007;
 
 /// What a step number from [`confine`] means; `None` for anything
 /// else (an errno).

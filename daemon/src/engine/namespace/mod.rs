@@ -43,6 +43,7 @@ pub mod supervisor;
 mod treecopy;
 pub mod usage;
 pub mod userns;
+mod users;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -416,6 +417,31 @@ fn ownership(ids: &IdMap, privileged: bool) -> Ownership {
     }
 }
 
+/// The command to run: the one given, or (none given) the image's
+/// Entrypoint followed by `args`, or by its Cmd when `args` is empty.
+fn default_command(
+    config: &ImageConfig,
+    command: String,
+    args: Vec<String>,
+) -> Result<(String, Vec<String>)> {
+    if !command.is_empty() {
+        return Ok((command, args));
+    }
+    let mut argv = config.entrypoint.clone();
+    argv.extend(if args.is_empty() {
+        config.cmd.clone()
+    } else {
+        args
+    });
+    if argv.is_empty() {
+        return Err(Error::InvalidArgument(
+            "no command given, and the box's image has no Entrypoint or Cmd".into(),
+        ));
+    }
+    let command = argv.remove(0);
+    Ok((command, argv))
+}
+
 fn image_config_path(record: &BoxRecord) -> PathBuf {
     record.dir.join("image.json")
 }
@@ -635,10 +661,18 @@ impl Engine for NamespaceEngine {
             .filter(|d| !d.is_empty())
             .or(config.working_dir.clone().filter(|d| !d.is_empty()))
             .unwrap_or_else(|| "/".into());
+        let (command, args) = default_command(&config, spec.command.clone(), spec.args.clone())?;
+        let user = spec
+            .user
+            .clone()
+            .or_else(|| config.user.clone().filter(|u| !u.is_empty()));
         sup.run(supervisor::wire::RunSpec {
             spec: ExecSpec {
                 env,
                 working_dir,
+                command,
+                args,
+                user,
                 ..spec
             },
             started_at_ms: crate::model::now_ms(),

@@ -55,6 +55,10 @@ pub struct Spawn {
     pub env: Vec<(String, String)>,
     pub working_dir: String,
     pub tty: bool,
+    /// `USER[:GROUP]` to run as, resolved in the box's `/etc/passwd` and
+    /// `/etc/group` ([`super::users`]); `None`: box root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     /// Run this instead of `argv` ([`super::builtin`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub builtin: Option<crate::engine::Builtin>,
@@ -503,9 +507,25 @@ fn fork_command(
         Ok(v) if !spawn.argv.is_empty() => v,
         _ => return Reply::Fail(126, "bad command".into()),
     };
+    let ids = match &spawn.user {
+        None => None,
+        Some(user) => match super::users::resolve(
+            user,
+            &super::users::read_box_file("/etc/passwd"),
+            &super::users::read_box_file("/etc/group"),
+        ) {
+            Ok(ids) => Some(ids),
+            Err(e) => return Reply::Fail(126, e),
+        },
+    };
+    let home = ids
+        .as_ref()
+        .filter(|_| !spawn.env.iter().any(|(k, _)| k == "HOME"))
+        .map(|ids| ("HOME".to_owned(), ids.home.clone()));
     let envp: Vec<CString> = spawn
         .env
         .iter()
+        .chain(home.as_ref())
         .filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok())
         .collect();
     let path = spawn
@@ -568,6 +588,7 @@ fn fork_command(
                 &stdio,
                 spawn.tty,
                 the_box,
+                ids.as_ref(),
                 err_w.as_raw_fd(),
             );
             let _ = nix::unistd::write(&err_w, &failed.to_ne_bytes());
@@ -595,6 +616,15 @@ fn fork_command(
             let failed = i32::from_ne_bytes(buf);
             if let Some(step) = super::confine::step_message(failed) {
                 return Reply::Fail(126, format!("confining the command failed: {step}"));
+            }
+            if failed == super::confine::STEP_USER {
+                return Reply::Fail(
+                    126,
+                    format!(
+                        "cannot run as user {:?}: the box has no such id (it maps only the ids of its user namespace)",
+                        spawn.user.as_deref().unwrap_or_default()
+                    ),
+                );
             }
             if failed == super::confine::STEP_CHDIR {
                 return Reply::Fail(
@@ -633,7 +663,7 @@ fn fork_builtin(builtin: &crate::engine::Builtin, stdio: [OwnedFd; 3], the_box: 
         Err(e) => Reply::Fail(126, format!("fork: {e}")),
         Ok(nix::unistd::ForkResult::Child) => {
             drop(err_r);
-            let code = match setup(&stdio, false, the_box, c"/", err_w.as_raw_fd()) {
+            let code = match setup(&stdio, false, the_box, None, c"/", err_w.as_raw_fd()) {
                 Err(failed) => {
                     let _ = nix::unistd::write(&err_w, &failed.to_ne_bytes());
                     126
@@ -683,9 +713,10 @@ fn child(
     stdio: &[OwnedFd; 3],
     tty: bool,
     the_box: &Joins,
+    ids: Option<&super::users::Ids>,
     keep: RawFd,
 ) -> i32 {
-    if let Err(failed) = setup(stdio, tty, the_box, cwd, keep) {
+    if let Err(failed) = setup(stdio, tty, the_box, ids, cwd, keep) {
         return failed;
     }
     exec(argv, envp, candidates)
@@ -702,6 +733,7 @@ fn setup(
     stdio: &[OwnedFd; 3],
     tty: bool,
     the_box: &Joins,
+    ids: Option<&super::users::Ids>,
     cwd: &std::ffi::CStr,
     keep: RawFd,
 ) -> std::result::Result<(), i32> {
@@ -756,6 +788,16 @@ fn setup(
             };
             libc::setrlimit(libc::RLIMIT_NPROC, &lim);
         }
+        if let Some(ids) = ids {
+            // Groups first: after setuid the rights to change them are gone.
+            if libc::setgroups(ids.groups.len(), ids.groups.as_ptr()) != 0
+                || libc::setgid(ids.gid) != 0
+                || libc::setuid(ids.uid) != 0
+            {
+                return Err(super::confine::STEP_USER);
+            }
+        }
+        // As the command's user: a directory it may not enter fails here.
         if libc::chdir(cwd.as_ptr()) != 0 {
             return Err(super::confine::STEP_CHDIR);
         }

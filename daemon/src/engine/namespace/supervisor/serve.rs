@@ -380,6 +380,7 @@ impl Sup {
             env: spec.env.clone(),
             working_dir: spec.working_dir.clone(),
             tty: spec.tty.is_some(),
+            user: spec.user.clone(),
             builtin: spec.builtin.clone(),
         });
         type Streams = (
