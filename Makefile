@@ -17,8 +17,8 @@ build: deps
 demo: build
 	@image=$$($(BIN)/boxd-test-image) && \
 	$(BOXCTL) daemon start && \
-	$(BOXCTL) run demo --image "$$image" -- uname -a && \
-	echo "boxd keeps running: try '$(BOXCTL) ls', '$(BOXCTL) exec -it demo -- sh', '$(BOXCTL) daemon stop'"
+	$(BOXCTL) run --name demo "$$image" uname -a && \
+	echo "boxd and the box keep running: try '$(BOXCTL) ps', '$(BOXCTL) exec -it demo sh', '$(BOXCTL) rm -f demo', '$(BOXCTL) daemon stop'"
 
 # A Node-capable OCI image layout from registry packages alone (Debian
 # trixie minbase + Node 24 from the npm registry); cached, prints its path.

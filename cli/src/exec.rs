@@ -136,19 +136,19 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<u8, Failure> {
         // What `logs -f`, `attach`, `stop` and `rm` take.
         println!("{name}");
     }
-    if args.rm && created.created() {
-        if let Err(s) = client
+    if args.rm
+        && created.created()
+        && let Err(s) = client
             .remove_box(v1::RemoveBoxRequest {
                 name: name.clone(),
                 force: true,
             })
             .await
-        {
-            eprintln!(
-                "boxctl: could not remove box {name}: {}",
-                boxd_client::status_message(&s)
-            );
-        }
+    {
+        eprintln!(
+            "boxctl: could not remove box {name}: {}",
+            boxd_client::status_message(&s)
+        );
     }
     code
 }

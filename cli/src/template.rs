@@ -177,7 +177,7 @@ mod tests {
         assert_eq!(render("{{ .Spec.Env.A }}").unwrap(), "1");
         assert_eq!(render("{{json .Spec.AllowNet}}").unwrap(), r#"["x.org"]"#);
         assert_eq!(render("{{index .Spec.Env \"A\"}}").unwrap(), "1");
-        assert_eq!(render("{{(index .Ports 0)}}").is_err(), true);
+        assert!(render("{{(index .Ports 0)}}").is_err());
         assert_eq!(
             render("{{index .Ports 0}}").unwrap(),
             r#"{"hostPort":8080}"#

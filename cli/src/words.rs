@@ -122,7 +122,7 @@ pub fn generated_name() -> String {
 pub fn did_you_mean<'a>(wanted: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     known
         .into_iter()
-        .map(|k| (strsim::levenshtein(wanted, k), k))
+        .map(|k| (strsim::osa_distance(wanted, k), k))
         .filter(|(d, k)| *d <= 2.max(wanted.len() / 3) && *d < k.len().max(wanted.len()))
         .min()
         .map(|(_, k)| k)
@@ -195,7 +195,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("env");
         std::fs::write(&f, "# comment\n\nA=1\n  B=two words\nC=\"quoted\"\n").unwrap();
-        let m = env_map(&env(&[f.clone()], &["A=override".into()]).unwrap());
+        let m = env_map(&env(std::slice::from_ref(&f), &["A=override".into()]).unwrap());
         assert_eq!(m["A"], "override");
         assert_eq!(m["B"], "two words");
         assert_eq!(m["C"], "\"quoted\"");

@@ -126,10 +126,16 @@ fn check(u: &mut Unstructured) -> Result<()> {
         args: u.arbitrary()?,
         env: u.arbitrary()?,
         working_dir: path(u)?,
+        user: u.arbitrary()?,
         ..Default::default()
     };
     if let Ok(exec) = validate::exec_start(exec) {
-        assert!(!exec.command.is_empty() && !exec.command.contains('\0'));
+        // Empty: the image's Entrypoint and Cmd.
+        assert!(!exec.command.contains('\0'));
+        if let Some(user) = &exec.user {
+            assert!(!user.is_empty() && user.split(':').count() <= 2);
+            assert!(!user.contains('\0') && !user.contains('/'));
+        }
         assert!(exec.args.iter().all(|a| !a.contains('\0')));
         if let Some(w) = &exec.working_dir {
             assert!(w.starts_with('/') && !w.contains("/../"));

@@ -177,6 +177,7 @@ fn main() {
         let req = v1::CreateBoxRequest {
             name: name.clone(),
             spec: Some(busybox_spec()),
+            ..Default::default()
         };
         let t = Instant::now();
         rt.block_on(c.create_box(req)).unwrap();
