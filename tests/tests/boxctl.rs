@@ -78,11 +78,20 @@ fn lifecycle_through_boxctl() {
         "bs=1024",
         "count=2048",
     ]));
-    let out = ok(d.boxctl().args(["ls", "--json"]));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Disk use is measured in the background: wait (up to 30 s) for a
+    // measurement that saw the write.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let (v, disk) = loop {
+        let out = ok(d.boxctl().args(["ls", "--json"]));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let disk = v[0]["diskBytes"].as_u64().expect("diskBytes");
+        if disk >= 2 << 20 || std::time::Instant::now() > deadline {
+            break (v, disk);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
     assert_eq!(v[0]["name"], "cli");
     assert_eq!(v[0]["state"], "running");
-    let disk = v[0]["diskBytes"].as_u64().expect("diskBytes");
     assert!(
         (2 << 20..64 << 20).contains(&disk),
         "2 MiB written, {disk} bytes used"
