@@ -390,11 +390,34 @@ impl Ctx {
     }
 }
 
+/// A closed stdout (`boxctl ls | head -1`) ends boxctl as it ends `cat`:
+/// killed by SIGPIPE, silently. SIGPIPE itself stays ignored (Rust's
+/// default), because a write to a daemon socket that just closed must be
+/// an error boxctl handles (reattach, report), never a death; only the
+/// panic that `println!` raises on a broken stdout becomes the signal.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            // SAFETY: restoring a signal's default disposition and raising
+            // it; the process ends here, as `cat` would.
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                libc::raise(libc::SIGPIPE);
+            }
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
-    // A closed stdout (`boxctl ls | head -1`) ends boxctl quietly, as it
-    // does `cat`, instead of a panic on the next write.
-    // SAFETY: setting a signal disposition before any thread starts.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     if let Command::Completions { shell } = cli.command {
         clap_complete::generate(shell, &mut Cli::command(), "boxctl", &mut std::io::stdout());

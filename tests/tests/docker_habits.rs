@@ -398,3 +398,25 @@ fn the_daemon_starts_itself() {
     assert_eq!((c, err.as_str()), (Some(0), ""));
     ok(ctl().args(["daemon", "stop"]));
 }
+
+/// `boxctl ls | head -0` ends boxctl as it ends `cat` (SIGPIPE, nothing on
+/// stderr), while a daemon socket that closes mid-write stays an error
+/// boxctl handles: the fault suite's SIGKILL test covers that side.
+#[test]
+fn a_closed_stdout_ends_boxctl_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let d = Daemon::start();
+    ok(d.boxctl().args(["create", "--name", "quiet"]).arg(busybox()));
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = d
+        .boxctl()
+        .args(["ls"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run boxctl");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+    assert_eq!(text(&out.stderr), "", "nothing but the signal");
+    ok(d.boxctl().args(["rm", "-f", "quiet"]));
+}
