@@ -88,6 +88,7 @@ pub fn box_spec(
         working_dir: workdir,
         secrets: &flags.secrets,
         publish: &flags.publish,
+        userns: flags.userns.as_deref(),
     };
     Ok(words.parse()?)
 }

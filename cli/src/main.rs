@@ -267,6 +267,14 @@ pub struct BoxFlags {
         value_name = "[HOST_IP:]HOST_PORT:BOX_PORT[/tcp]"
     )]
     pub publish: Vec<String>,
+    /// keep-id[:uid=N[,gid=M]]: the owners of mounted directories become box
+    /// user N (default: your uid), that box's default user, so a non-root
+    /// user in the box writes there as the host user (podman's
+    /// --userns=keep-id; a root-run boxd only). Without it a mount's owner
+    /// is box root. boxd knows no other --userns mode: every box has a user
+    /// namespace of its own.
+    #[arg(long, value_name = "keep-id[:uid=N[,gid=M]]")]
+    pub userns: Option<String>,
     /// Remove an existing box of that name (and its files) and create a new
     /// one, as podman's --replace. Without it, a name whose box has another
     /// spec is refused (exit 125) and the box is kept.

@@ -115,6 +115,13 @@ impl BoxSpec {
         self
     }
 
+    /// Mounted directories' owners as box user `uid`:`gid`, that user the
+    /// box's default ([`crate::spec::parse_userns`]).
+    pub fn keep_id(mut self, keep_id: Option<v1::KeepId>) -> BoxSpec {
+        self.spec.keep_id = keep_id;
+        self
+    }
+
     /// The spec as boxd takes it.
     pub fn build(self) -> v1::BoxSpec {
         self.spec

@@ -27,6 +27,8 @@ pub struct SpecWords<'a> {
     pub secrets: &'a [String],
     /// `[HOST_IP:]HOST_PORT:BOX_PORT[/tcp]` ([`parse_publish`]).
     pub publish: &'a [String],
+    /// `keep-id[:uid=N[,gid=M]]` ([`parse_userns`]).
+    pub userns: Option<&'a str>,
 }
 
 impl SpecWords<'_> {
@@ -56,7 +58,8 @@ impl SpecWords<'_> {
                     .iter()
                     .map(|p| parse_publish(p))
                     .collect::<Result<Vec<_>, _>>()?,
-            ))
+            )
+            .keep_id(self.userns.map(parse_userns).transpose()?))
     }
 }
 
@@ -78,6 +81,58 @@ pub enum SpecError {
         "invalid published port {word:?}: {reason}; use [HOST_IP:]HOST_PORT:BOX_PORT[/tcp] (HOST_PORT 0 or empty: any free port)"
     )]
     Publish { word: String, reason: String },
+    #[error("invalid --userns {word:?}: {reason}; use keep-id, or keep-id:uid=N[,gid=M] (1-65535)")]
+    Userns { word: String, reason: String },
+}
+
+/// podman's `--userns` words that fit a box: `keep-id` (mounted
+/// directories' owners become box user `uid`:`gid`, by default the ids of
+/// whoever runs this, and that user is the box's default user), with
+/// `:uid=N[,gid=M]` to choose (gid defaults to uid when only uid is given).
+pub fn parse_userns(word: &str) -> Result<v1::KeepId, SpecError> {
+    let bad = |reason: &str| SpecError::Userns {
+        word: word.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let (mode, options) = word.split_once(':').unwrap_or((word, ""));
+    if mode != "keep-id" {
+        return Err(bad(
+            "boxd knows keep-id only (a box always has a user namespace of its own)",
+        ));
+    }
+    let (mut uid, mut gid) = (None, None);
+    for option in options.split(',').filter(|o| !o.is_empty()) {
+        let (key, value) = option
+            .split_once('=')
+            .ok_or_else(|| bad("an option is KEY=VALUE"))?;
+        let n: u32 = value
+            .parse()
+            .ok()
+            .filter(|n| (1..65_536).contains(n))
+            .ok_or_else(|| bad("ids are 1-65535 (box root owns mounts without keep-id)"))?;
+        match key {
+            "uid" => uid = Some(n),
+            "gid" => gid = Some(n),
+            _ => return Err(bad("the options are uid and gid")),
+        }
+    }
+    let (uid, gid) = match (uid, gid) {
+        (Some(u), g) => (u, g.unwrap_or(u)),
+        (None, g) => {
+            // SAFETY: getuid/getgid cannot fail.
+            let (me, my_gid) = unsafe { (libc::getuid(), libc::getgid()) };
+            if me == 0 || me >= 65_536 {
+                return Err(bad(&format!(
+                    "keep-id alone keeps your uid ({me}), which is not a box user's; give uid=N"
+                )));
+            }
+            (me, g.unwrap_or(if my_gid == 0 { me } else { my_gid }))
+        }
+    };
+    if gid >= 65_536 {
+        return Err(bad("ids are 1-65535"));
+    }
+    Ok(v1::KeepId { uid, gid })
 }
 
 /// A local OCI layout is an existing directory given as an absolute path or
@@ -283,6 +338,29 @@ mod tests {
         assert!(!parse_mount("/a:/b").unwrap().read_only);
         for bad in ["/a", "/a:/b:rx", ":/b", "/a:", "a:b:c:d"] {
             assert!(parse_mount(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn userns_words_parse() {
+        let k = |w: &str| parse_userns(w).map(|k| (k.uid, k.gid));
+        assert_eq!(k("keep-id:uid=1000,gid=1001"), Ok((1000, 1001)));
+        assert_eq!(k("keep-id:uid=200"), Ok((200, 200)));
+        assert_eq!(k("keep-id:gid=5,uid=7"), Ok((7, 5)));
+        // SAFETY: getuid cannot fail.
+        if unsafe { libc::getuid() } == 0 {
+            assert!(k("keep-id").unwrap_err().to_string().contains("give uid=N"));
+        }
+        for (bad, why) in [
+            ("host", "keep-id only"),
+            ("keep-id:uid=0", "1-65535"),
+            ("keep-id:uid=70000", "1-65535"),
+            ("keep-id:uid=x", "1-65535"),
+            ("keep-id:size=3", "uid and gid"),
+            ("keep-id:uid", "KEY=VALUE"),
+        ] {
+            let e = parse_userns(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad:?}: {e}");
         }
     }
 

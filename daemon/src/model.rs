@@ -38,6 +38,17 @@ pub struct BoxSpec {
     /// Box ports published on the host while the box runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<PortMapping>,
+    /// The box user that mounted directories' owners become (podman's
+    /// `--userns=keep-id`), and the box's default user; `None`: box root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_id: Option<KeepId>,
+}
+
+/// Box ids (1-65535) that the host owner of a mount becomes in the box.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeepId {
+    pub uid: u32,
+    pub gid: u32,
 }
 
 /// A published port (TCP): connections to `host_ip:host_port` are relayed

@@ -755,6 +755,18 @@ fn differences(have: &BoxSpec, want: &BoxSpec, given_only: bool) -> Vec<String> 
         ports(&have.ports),
         ports(&want.ports),
     );
+    let keep_id = |k: &Option<crate::model::KeepId>| {
+        k.map_or("box root".to_owned(), |k| {
+            format!("keep-id:uid={},gid={}", k.uid, k.gid)
+        })
+    };
+    differs(
+        "mount owners (userns)",
+        want.keep_id.is_some(),
+        want.keep_id == have.keep_id,
+        keep_id(&have.keep_id),
+        keep_id(&want.keep_id),
+    );
     w
 }
 

@@ -83,6 +83,21 @@ pub fn box_spec(s: v1::BoxSpec, protected: &[(&str, &Path)]) -> Result<BoxSpec> 
             "cpus, memory and disk size must be positive".into(),
         ));
     }
+    let keep_id = match s.keep_id {
+        None => None,
+        Some(k) if (1..65_536).contains(&k.uid) && (1..65_536).contains(&k.gid) => {
+            Some(crate::model::KeepId {
+                uid: k.uid,
+                gid: k.gid,
+            })
+        }
+        Some(k) => {
+            return Err(Error::InvalidArgument(format!(
+                "keep-id {}:{}: the box user and group must be 1-65535 (box root already owns mounts without keep-id)",
+                k.uid, k.gid
+            )));
+        }
+    };
     Ok(BoxSpec {
         image,
         cpus: s.cpus,
@@ -94,6 +109,7 @@ pub fn box_spec(s: v1::BoxSpec, protected: &[(&str, &Path)]) -> Result<BoxSpec> 
         working_dir,
         secrets,
         ports,
+        keep_id,
     })
 }
 

@@ -43,6 +43,12 @@ pub struct Args {
     /// defaults to 127.0.0.1, host port 0 (or none) means any free port.
     #[arg(long = "publish", value_name = "[HOST_IP:]HOST_PORT:BOX_PORT")]
     pub publish: Vec<String>,
+    /// keep-id[:uid=N[,gid=M]]: mounted directories' owners become box user
+    /// N (default: your uid), who runs the command, so an agent that will
+    /// not run as root writes in the project as you (podman's
+    /// --userns=keep-id; a root-run boxd only).
+    #[arg(long, value_name = "keep-id[:uid=N[,gid=M]]")]
+    pub userns: Option<String>,
     /// K=V for the probe, the provisioning command, the command and the
     /// agent's terminals (repeatable).
     #[arg(long = "env", value_name = "K=V")]

@@ -83,6 +83,7 @@ pub async fn prepare(args: &Args, client_gone: Option<Arc<Notify>>) -> Result<Re
         working_dir: workdir.as_deref(),
         secrets: &args.secrets,
         publish: &args.publish,
+        userns: args.userns.as_deref(),
         ..Default::default()
     }
     .parse()?;

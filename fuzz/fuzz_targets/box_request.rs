@@ -79,6 +79,9 @@ fn spec(u: &mut Unstructured) -> Result<v1::BoxSpec> {
         allow_net: u.arbitrary()?,
         env: u.arbitrary()?,
         working_dir: path(u)?,
+        keep_id: u
+            .arbitrary::<Option<(u32, u32)>>()?
+            .map(|(uid, gid)| v1::KeepId { uid, gid }),
         ..Default::default()
     })
 }
@@ -95,6 +98,9 @@ fn check(u: &mut Unstructured) -> Result<()> {
     }
     if let Ok(s) = validate::box_spec(spec(u)?, &protected) {
         assert!(!s.image.is_empty());
+        if let Some(k) = s.keep_id {
+            assert!((1..65_536).contains(&k.uid) && (1..65_536).contains(&k.gid));
+        }
         assert!(s.mounts.len() <= validate::MAX_MOUNTS);
         for m in &s.mounts {
             let g = Path::new(&m.guest_path);

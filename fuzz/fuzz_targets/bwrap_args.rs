@@ -83,7 +83,9 @@ fn check(u: &mut Unstructured) -> Result<()> {
     let name = "fuzz-box";
     let hosts = Path::new("/state/hosts");
     let with_hosts = (!spec.allow_net.is_empty()).then_some(hosts);
-    let owner: Option<(u32, u32)> = u.arbitrary()?;
+    let owner = u
+        .arbitrary::<Option<((u32, u32), (u32, u32))>>()?
+        .map(|(host, as_box)| boxd::engine::namespace::boot::MountOwner { host, as_box });
     let planned = options::plan_mounts(&spec, with_hosts, |_| owner);
     assert_eq!(planned.iter().any(|m| m.host_path == hosts), !spec.allow_net.is_empty());
     for m in &planned {

@@ -406,7 +406,9 @@ fn the_daemon_starts_itself() {
 fn a_closed_stdout_ends_boxctl_quietly() {
     use std::os::unix::process::ExitStatusExt;
     let d = Daemon::start();
-    ok(d.boxctl().args(["create", "--name", "quiet"]).arg(busybox()));
+    ok(d.boxctl()
+        .args(["create", "--name", "quiet"])
+        .arg(busybox()));
     let (reader, writer) = std::io::pipe().expect("a pipe");
     drop(reader);
     let out = d
@@ -419,4 +421,46 @@ fn a_closed_stdout_ends_boxctl_quietly() {
     assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
     assert_eq!(text(&out.stderr), "", "nothing but the signal");
     ok(d.boxctl().args(["rm", "-f", "quiet"]));
+}
+
+/// podman's `--userns keep-id`: a non-root box user writes in the mounted
+/// project as its host owner (root-run boxd; a user-run one refuses it in
+/// isolation.rs), and is the user `run` and `exec` run as.
+#[test]
+fn userns_keep_id_makes_the_project_the_box_users() {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let d = Daemon::start();
+    let project = host_dir();
+    let volume = format!("{}:/work", project.path().display());
+    let out = ok(d
+        .boxctl()
+        .args([
+            "run",
+            "--name",
+            "agent",
+            "--userns",
+            "keep-id:uid=1000",
+            "-v",
+            &volume,
+        ])
+        .arg(busybox())
+        .args(["sh", "-c", "id -u; touch /work/made-by-agent"]));
+    assert_eq!(text(&out.stdout), "1000\n");
+    let made = std::fs::metadata(project.path().join("made-by-agent")).unwrap();
+    assert_eq!(made.uid(), HOST_USER);
+    // Another --userns is refused (125, as docker refuses a bad flag value)
+    // saying what boxd knows.
+    let (c, _, err) = code(
+        d.boxctl()
+            .args(["run", "--rm", "--userns", "host"])
+            .arg(busybox())
+            .arg("true"),
+    );
+    assert_eq!(c, Some(125), "{err}");
+    assert!(err.contains("keep-id only"), "{err}");
+    ok(d.boxctl().args(["rm", "-f", "agent"]));
 }

@@ -982,3 +982,93 @@ async fn a_box_made_by_an_older_boxd_keeps_working() {
         assert_ne!(host_uid, 0, "its files still belong to host root");
     }
 }
+
+/// Runs `argv` as box user `user` (`exec -u`).
+async fn run_as(c: &mut Client, box_name: &str, user: &str, argv: &[&str]) -> Output {
+    let mut req = start_req(box_name, argv);
+    req.user = user.into();
+    collect(ExecStream::start(c, req).await.expect("exec start")).await
+}
+
+/// A non-root box user and a mounted project: without keep-id the mount's
+/// owner is box root and another box user gets a plain "Permission denied"
+/// (never `EOVERFLOW`); with keep-id (a root-run boxd) the owner is that
+/// user, the box's default, whose files land on the host as the owner's,
+/// while box root's land as box root's unprivileged host id. A user-run
+/// boxd refuses keep-id, saying why, and makes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_non_root_box_user_works_in_a_mount_as_its_owner_with_keep_id() {
+    use std::os::unix::fs::MetadataExt;
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let project = host_dir();
+    let owner = std::fs::metadata(project.path()).unwrap();
+    let mount = |spec: &mut v1::BoxSpec| {
+        spec.mounts.push(v1::Mount {
+            host_path: project.path().to_string_lossy().into(),
+            guest_path: "/workspace".into(),
+            read_only: false,
+        })
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+
+    let mut spec = busybox_spec();
+    mount(&mut spec);
+    up(&mut c, "plain-ids", spec).await;
+    let out = run_as(&mut c, "plain-ids", "1000", &["touch", "/workspace/f"]).await;
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    println!("without keep-id, box user 1000 touches a file in the mount: {err}");
+    assert_ne!(out.exit.code, Some(0), "{out:?}");
+    assert!(err.contains("Permission denied"), "{err}");
+    assert!(!err.contains("too large"), "EOVERFLOW again: {err}");
+    c.remove_box(v1::RemoveBoxRequest {
+        name: "plain-ids".into(),
+        force: true,
+    })
+    .await
+    .unwrap();
+
+    let mut spec = busybox_spec();
+    mount(&mut spec);
+    spec.keep_id = Some(v1::KeepId {
+        uid: 1000,
+        gid: 1000,
+    });
+    if me != 0 {
+        let err = c
+            .create_box(v1::CreateBoxRequest {
+                name: "kept".into(),
+                spec: Some(spec),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        println!("a user-run boxd and keep-id: {}", err.message());
+        assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+        assert!(err.message().contains("run by root"), "{err:?}");
+        assert!(list(&mut c).await.iter().all(|b| b.name != "kept"));
+        return;
+    }
+    up(&mut c, "kept", spec).await;
+    // The default user is the keep-id one; its files are the owner's.
+    let ids = sh(&mut c, "kept", "id -u; id -g; touch /workspace/f; mkdir /workspace/d; echo x > /workspace/d/g; ls -ln /workspace/f").await;
+    println!("keep-id box, default user: {}", ids.replace('\n', "; "));
+    assert!(ids.starts_with("1000\n1000\n"), "{ids}");
+    for made in ["f", "d", "d/g"] {
+        let m = std::fs::metadata(project.path().join(made)).unwrap();
+        assert_eq!((m.uid(), m.gid()), (owner.uid(), owner.gid()), "{made}");
+    }
+    // Box root still writes there, as its own unprivileged host id.
+    let out = run_as(&mut c, "kept", "0", &["touch", "/workspace/r"]).await;
+    assert_eq!(out.exit.code, Some(0), "{out:?}");
+    let r = std::fs::metadata(project.path().join("r")).unwrap();
+    println!("box root's file on the host: uid {}", r.uid());
+    assert!(r.uid() > 65_535 && r.uid() != owner.uid(), "{}", r.uid());
+    c.remove_box(v1::RemoveBoxRequest {
+        name: "kept".into(),
+        force: true,
+    })
+    .await
+    .unwrap();
+}

@@ -144,6 +144,15 @@ pub struct CreateParams {
     working_dir: Option<String>,
     secrets: Option<Vec<SecretParams>>,
     ports: Option<Vec<PortParams>>,
+    /// `{"uid": N, "gid": M}`: mounted directories' owners as that box user.
+    keep_id: Option<KeepIdParams>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeepIdParams {
+    uid: u32,
+    gid: Option<u32>,
 }
 
 impl CreateParams {
@@ -179,7 +188,11 @@ impl CreateParams {
                     .unwrap_or_default()
                     .into_iter()
                     .map(PortParams::into_proto),
-            );
+            )
+            .keep_id(self.keep_id.map(|k| v1::KeepId {
+                uid: k.uid,
+                gid: k.gid.unwrap_or(k.uid),
+            }));
         Ok((self.name, spec))
     }
 }

@@ -55,6 +55,10 @@ pub fn box_spec(s: &BoxSpec) -> v1::BoxSpec {
             })
             .collect(),
         ports: s.ports.iter().map(port).collect(),
+        keep_id: s.keep_id.map(|k| v1::KeepId {
+            uid: k.uid,
+            gid: k.gid,
+        }),
     }
 }
 

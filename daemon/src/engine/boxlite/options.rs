@@ -37,6 +37,11 @@ pub fn box_options(spec: &BoxSpec) -> Result<(BoxOptions, Vec<String>)> {
     if spec.image.is_empty() {
         return Err(Error::InvalidArgument("an image is required".into()));
     }
+    if spec.keep_id.is_some() {
+        return Err(Error::Unimplemented(
+            "keep-id (mount owners as a box user) is the namespace engine's: a microVM's shares keep the host's ids as they are".into(),
+        ));
+    }
     o.rootfs = if Path::new(&spec.image).is_absolute() {
         RootfsSpec::RootfsPath(spec.image.clone())
     } else {
@@ -177,6 +182,7 @@ mod tests {
                 value: "v".into(),
             }],
             ports: vec![],
+            keep_id: None,
         };
         let (o, warnings) = box_options(&s).unwrap();
         assert_eq!(o.secrets.len(), 1);

@@ -97,9 +97,18 @@ pub struct PlannedMount {
     /// Absolute and normalized; symlinks are resolved inside the box here.
     pub guest_path: String,
     pub read_only: bool,
-    /// `Some((uid, gid))`: show the source's files of this host owner as
-    /// box root's (an idmapped mount; boxd as root only).
-    pub owner: Option<(u32, u32)>,
+    /// Show the source's files of this host owner as a box user's (an
+    /// idmapped mount; boxd as root only).
+    pub owner: Option<MountOwner>,
+}
+
+/// An idmapped mount's owner: host ids `host` are box ids `as_box` (box
+/// root, or the keep-id user); the box's other ids write as themselves
+/// (their unprivileged host ids), and nothing else is mapped.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MountOwner {
+    pub host: (u32, u32),
+    pub as_box: (u32, u32),
 }
 
 /// `boxd __box PLAN-JSON`.
@@ -344,7 +353,7 @@ fn assemble(plan: &Plan, sources: &[OwnedFd], channel: &mut UnixStream) -> Resul
         )
         .map_err(|e| format!("bind the box's root: {e}"))?,
     }
-    let mut idmaps: Vec<((u32, u32), OwnedFd)> = Vec::new();
+    let mut idmaps: Vec<(MountOwner, OwnedFd)> = Vec::new();
     for (m, source) in plan.mounts.iter().zip(sources) {
         let guest = super::options::resolve_target(stage, &m.guest_path)
             .map_err(|e| format!("precondition {e}"))?;
@@ -610,10 +619,10 @@ fn bind(
     Ok(())
 }
 
-/// A user namespace mapping host `owner` to box root's host ids, for an
-/// idmapped mount: made by a child that unshares and waits while this
-/// (privileged) process writes its maps.
-fn idmap_userns(owner: (u32, u32), box_root: (u32, u32)) -> Result<OwnedFd, String> {
+/// A user namespace for an idmapped mount ([`idmap_lines`]): made by a
+/// child that unshares and waits while this (privileged) process writes
+/// its maps.
+fn idmap_userns(owner: MountOwner, box_root: (u32, u32)) -> Result<OwnedFd, String> {
     let (ready_r, ready_w) = nix::unistd::pipe().map_err(|e| e.to_string())?;
     let (hold_r, hold_w) = nix::unistd::pipe().map_err(|e| e.to_string())?;
     // SAFETY: this helper is single-threaded; the child only makes raw
@@ -642,8 +651,14 @@ fn idmap_userns(owner: (u32, u32), box_root: (u32, u32)) -> Result<OwnedFd, Stri
                     std::fs::write(format!("/proc/{child}/{file}"), text)
                         .map_err(|e| format!("{file}: {e}"))
                 };
-                write("uid_map", format!("{} {} 1\n", owner.0, box_root.0))?;
-                write("gid_map", format!("{} {} 1\n", owner.1, box_root.1))?;
+                write(
+                    "uid_map",
+                    idmap_lines(owner.host.0, owner.as_box.0, box_root.0),
+                )?;
+                write(
+                    "gid_map",
+                    idmap_lines(owner.host.1, owner.as_box.1, box_root.1),
+                )?;
                 std::fs::File::open(format!("/proc/{child}/ns/user"))
                     .map(OwnedFd::from)
                     .map_err(|e| e.to_string())
@@ -653,6 +668,25 @@ fn idmap_userns(owner: (u32, u32), box_root: (u32, u32)) -> Result<OwnedFd, Stri
             result
         }
     }
+}
+
+/// The map of an idmapped mount, as `uid_map` lines (inside: ids on the
+/// disk; outside: the box's host ids from `base`): the host `owner` is box
+/// id `as_box`, every other box id is itself, so a box user writes there
+/// as its own unprivileged host id instead of failing with `EOVERFLOW`.
+/// Injective both ways because `owner` is never in the box's range
+/// ([`mount_owner`]); host root is never mapped.
+fn idmap_lines(owner: u32, as_box: u32, base: u32) -> String {
+    use super::idmap::RANGE;
+    let mut lines = format!("{owner} {} 1\n", base + as_box);
+    if as_box > 0 {
+        lines += &format!("{base} {base} {as_box}\n");
+    }
+    if as_box + 1 < RANGE {
+        let from = base + as_box + 1;
+        lines += &format!("{from} {from} {}\n", RANGE - as_box - 1);
+    }
+    lines
 }
 
 #[repr(C)]
@@ -708,4 +742,42 @@ pub fn mount_owner(path: &Path, box_root: (u32, u32), range: u32) -> Option<(u32
         g => g,
     };
     Some((meta.uid(), gid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mount_owner_is_one_box_id_and_the_others_are_themselves() {
+        let base = 0x7000_0000;
+        assert_eq!(
+            idmap_lines(1000, 0, base),
+            format!("1000 {base} 1\n{} {} 65535\n", base + 1, base + 1)
+        );
+        assert_eq!(
+            idmap_lines(1000, 1000, base),
+            format!(
+                "1000 {} 1\n{base} {base} 1000\n{} {} 64535\n",
+                base + 1000,
+                base + 1001,
+                base + 1001
+            )
+        );
+        assert_eq!(
+            idmap_lines(5, 65_535, base),
+            format!("5 {} 1\n{base} {base} 65535\n", base + 65_535)
+        );
+        // Every box id appears once outside; no line maps host root.
+        for as_box in [0, 1, 999, 65_535] {
+            let lines = idmap_lines(1000, as_box, base);
+            let mut outside = 0u64;
+            for line in lines.lines() {
+                let f: Vec<u32> = line.split(' ').map(|w| w.parse().unwrap()).collect();
+                assert!(f[0] != 0 && f[1] >= base, "{line}");
+                outside += u64::from(f[2]);
+            }
+            assert_eq!(outside, 65_536);
+        }
+    }
 }

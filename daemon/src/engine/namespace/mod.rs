@@ -457,6 +457,7 @@ impl Engine for NamespaceEngine {
     }
 
     async fn create(&self, record: &BoxRecord) -> Result<Created> {
+        self.keep_id_possible(&record.spec)?;
         let image = self.images.for_create(&record.spec.image).await?;
         match &self.copies {
             None if self.disk_budgets() && record.spec.disk_size_gb.is_some() => {
@@ -513,12 +514,15 @@ impl Engine for NamespaceEngine {
             true => None,
             false => Some(egress::hosts_file(&record.dir)?),
         };
+        self.keep_id_possible(&record.spec)?;
         let (privileged, range) = (self.privileged, self.ids.is_range());
         let box_root = self.ids.root();
+        let as_box = record.spec.keep_id.map_or((0, 0), |k| (k.uid, k.gid));
         let mounts = options::plan_mounts(&record.spec, hosts.as_deref(), |path| {
             (privileged && range)
                 .then(|| boot::mount_owner(path, box_root, idmap::RANGE))
                 .flatten()
+                .map(|host| boot::MountOwner { host, as_box })
         });
         let limits = box_limits(&record.spec);
         let nproc = (!self.cgroups.enforces("pids"))
@@ -662,9 +666,12 @@ impl Engine for NamespaceEngine {
             .or(config.working_dir.clone().filter(|d| !d.is_empty()))
             .unwrap_or_else(|| "/".into());
         let (command, args) = default_command(&config, spec.command.clone(), spec.args.clone())?;
+        // `-u` first, then the keep-id user (whose writes in mounts land as
+        // their owners), then the image's.
         let user = spec
             .user
             .clone()
+            .or_else(|| record.spec.keep_id.map(|k| format!("{}:{}", k.uid, k.gid)))
             .or_else(|| config.user.clone().filter(|u| !u.is_empty()));
         sup.run(supervisor::wire::RunSpec {
             spec: ExecSpec {
@@ -1017,8 +1024,48 @@ impl NamespaceEngine {
     }
 
     /// Warnings about mounts whose files box root cannot write.
+    /// keep-id needs idmapped mounts, which only a root-run boxd with a
+    /// range of ids can make: refused elsewhere, before anything is made.
+    fn keep_id_possible(&self, spec: &crate::model::BoxSpec) -> Result<()> {
+        match spec.keep_id {
+            Some(k) if !(self.privileged && self.ids.is_range()) => {
+                Err(Error::FailedPrecondition(format!(
+                    "keep-id (mount owners as box user {}:{}) needs idmapped mounts, which only a boxd run by root can make; this boxd runs as uid {} and its box root is {}, so mounts are box root's: run the command as box root (the default), or run boxd as root",
+                    k.uid,
+                    k.gid,
+                    nix::unistd::getuid(),
+                    if self.ids.is_range() {
+                        "you"
+                    } else {
+                        "you, with no other ids"
+                    },
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn mount_warnings(&self, record: &BoxRecord) -> Vec<String> {
-        if !(self.privileged && self.ids.is_range()) {
+        if !self.privileged {
+            // Box root is this user: another owner's files are nobody's.
+            let me = nix::unistd::getuid().as_raw();
+            return record
+                .spec
+                .mounts
+                .iter()
+                .filter(|m| !m.read_only)
+                .filter_map(|m| {
+                    let owner = std::fs::metadata(&m.host_path).ok()?.uid();
+                    (owner != me).then(|| {
+                        format!(
+                            "mount {} belongs to uid {owner}, not to uid {me} who runs boxd: the box sees its files as nobody's and can write there only what others may",
+                            m.host_path.display()
+                        )
+                    })
+                })
+                .collect();
+        }
+        if !self.ids.is_range() {
             return Vec::new();
         }
         record

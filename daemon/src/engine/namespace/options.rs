@@ -70,7 +70,7 @@ pub fn bwrap_args(name: &str, stage: &Path) -> Vec<OsString> {
 pub fn plan_mounts(
     spec: &BoxSpec,
     hosts: Option<&Path>,
-    owner: impl Fn(&Path) -> Option<(u32, u32)>,
+    owner: impl Fn(&Path) -> Option<super::boot::MountOwner>,
 ) -> Vec<PlannedMount> {
     let mut mounts: Vec<PlannedMount> = spec
         .mounts
@@ -212,9 +212,13 @@ mod tests {
             }],
             ..Default::default()
         };
-        let plan = plan_mounts(&spec, Some(Path::new("/h/hosts")), |_| Some((1000, 1000)));
+        let owner = crate::engine::namespace::boot::MountOwner {
+            host: (1000, 1000),
+            as_box: (0, 0),
+        };
+        let plan = plan_mounts(&spec, Some(Path::new("/h/hosts")), |_| Some(owner));
         assert_eq!(plan.len(), 2);
-        assert_eq!(plan[0].owner, Some((1000, 1000)));
+        assert_eq!(plan[0].owner, Some(owner));
         assert_eq!(
             (
                 plan[1].guest_path.as_str(),
