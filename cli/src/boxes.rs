@@ -228,6 +228,89 @@ pub async fn stop(ctx: &Ctx, names: &[String], force: bool) -> Result<u8, Failur
     .await
 }
 
+pub async fn restart(ctx: &Ctx, names: &[String]) -> Result<u8, Failure> {
+    let mut client = ctx.client().await?;
+    each(&mut client, names, |mut c, name| async move {
+        c.stop_box(v1::StopBoxRequest {
+            name: name.clone(),
+            force: false,
+        })
+        .await?;
+        let reply = c
+            .start_box(v1::StartBoxRequest { name })
+            .await?
+            .into_inner();
+        output::started(ctx, &reply);
+        Ok(())
+    })
+    .await
+}
+
+#[derive(Args, Debug)]
+pub struct UpdateArgs {
+    #[arg(required = true, value_name = "BOX")]
+    pub names: Vec<String>,
+    /// CPUs the box may use (whole CPUs; 0.5 is rounded up to 1).
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<String>,
+    /// Memory limit: 512m, 2g, or bytes (docker's units).
+    #[arg(short = 'm', long = "memory", value_name = "SIZE")]
+    pub memory: Option<String>,
+    /// Memory limit in MiB (the older spelling of --memory).
+    #[arg(long = "memory-mib", value_name = "MIB", conflicts_with = "memory")]
+    pub memory_mib: Option<u32>,
+    /// The box's new allow-list, replacing the old one (repeatable: host
+    /// names, *.suffix, IPs, CIDRs). Applies from the box's next start.
+    #[arg(long = "allow-net", value_name = "HOST")]
+    pub allow_net: Vec<String>,
+    /// No network at all from the next start (an empty allow-list).
+    #[arg(long, conflicts_with = "allow_net")]
+    pub no_net: bool,
+}
+
+pub async fn update(ctx: &Ctx, args: UpdateArgs) -> Result<u8, Failure> {
+    let cpus = match &args.cpus {
+        None => None,
+        Some(w) => {
+            let (n, note) = words::cpus(w).map_err(Failure::usage)?;
+            if let Some(note) = note {
+                eprintln!("boxctl: {note}");
+            }
+            Some(n)
+        }
+    };
+    let memory_mib = match &args.memory {
+        Some(w) => Some(words::memory_mib(w).map_err(Failure::usage)?),
+        None => args.memory_mib,
+    };
+    let allow_net = (args.no_net || !args.allow_net.is_empty()).then(|| v1::AllowNet {
+        hosts: args.allow_net.clone(),
+    });
+    if cpus.is_none() && memory_mib.is_none() && allow_net.is_none() {
+        return Err(Failure::usage(
+            "nothing to update: give --cpus, --memory, --allow-net or --no-net",
+        ));
+    }
+    let mut client = ctx.client().await?;
+    each(&mut client, &args.names, |mut c, name| {
+        let allow_net = allow_net.clone();
+        async move {
+            let reply = c
+                .update_box(v1::UpdateBoxRequest {
+                    name,
+                    cpus,
+                    memory_mib,
+                    allow_net,
+                })
+                .await?
+                .into_inner();
+            output::updated(ctx, &reply);
+            Ok(())
+        }
+    })
+    .await
+}
+
 pub async fn rm(ctx: &Ctx, names: &[String], force: bool) -> Result<u8, Failure> {
     let mut client = ctx.client().await?;
     each(&mut client, names, |mut c, name| async move {

@@ -78,6 +78,15 @@ enum Command {
         #[arg(short, long)]
         force: bool,
     },
+    /// Stop boxes, then start them again (their files stay).
+    Restart {
+        #[arg(required = true, value_name = "BOX")]
+        names: Vec<String>,
+    },
+    /// Change boxes' limits or allow-list, as `docker update`: cpus and
+    /// memory apply at once to a running box (its cgroups), the allow-list
+    /// from its next start (`restart`); every later start keeps them.
+    Update(boxes::UpdateArgs),
     /// Remove boxes and everything they wrote.
     #[command(alias = "remove")]
     Rm {
@@ -509,6 +518,8 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
         }
         Command::Start { names } => boxes::start(ctx, &names).await,
         Command::Stop { names, force } => boxes::stop(ctx, &names, force).await,
+        Command::Restart { names } => boxes::restart(ctx, &names).await,
+        Command::Update(args) => boxes::update(ctx, args).await,
         Command::Rm { names, force } => boxes::rm(ctx, &names, force).await,
         Command::Ls(args) => boxes::list(ctx, args, false).await,
         Command::Ps(args) => boxes::list(ctx, args, true).await,

@@ -136,6 +136,18 @@ pub fn one_box(ctx: &Ctx, b: Option<&v1::BoxInfo>) {
     }
 }
 
+pub fn updated(ctx: &Ctx, r: &v1::UpdateBoxResponse) {
+    let b = r.r#box.clone().unwrap_or_default();
+    if ctx.json {
+        print_json(&json!({"box": box_json(&b), "warnings": r.warnings}));
+        return;
+    }
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
+    println!("updated box {}", b.name);
+}
+
 pub fn removed(ctx: &Ctx, name: &str) {
     if ctx.json {
         print_json(&json!({"removed": name}));

@@ -44,6 +44,14 @@ pub struct BoxSpec {
     pub keep_id: Option<KeepId>,
 }
 
+/// What `UpdateBox` changes of a spec; `None`: kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpecUpdate {
+    pub cpus: Option<u32>,
+    pub memory_mib: Option<u32>,
+    pub allow_net: Option<Vec<String>>,
+}
+
 /// Box ids (1-65535) that the host owner of a mount becomes in the box.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeepId {

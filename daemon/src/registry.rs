@@ -454,6 +454,39 @@ impl Registry {
         }
     }
 
+    /// Changes a box's limits or allow-list (`docker update`): the spec is
+    /// kept for every later start, and a running box takes what its engine
+    /// can apply now; the warnings say what waits for the next start. A
+    /// secret whose hosts the new allow-list drops is refused.
+    pub async fn update(
+        &self,
+        name: &BoxName,
+        change: crate::model::SpecUpdate,
+    ) -> Result<(BoxRecord, Vec<String>)> {
+        let mut guard = self.lock(name).await?;
+        let mut spec = guard.spec.clone();
+        spec.cpus = change.cpus.or(spec.cpus);
+        spec.memory_mib = change.memory_mib.or(spec.memory_mib);
+        if let Some(allow) = change.allow_net {
+            spec.allow_net = allow;
+        }
+        for secret in &spec.secrets {
+            if let Some(host) = secret.hosts.iter().find(|h| !spec.allow_net.contains(h)) {
+                return Err(Error::InvalidArgument(format!(
+                    "secret {} goes to {host}, which the new allow-list leaves out; keep {host} in it",
+                    secret.name
+                )));
+            }
+        }
+        let warnings = match guard.state {
+            State::Running | State::Starting => self.engine.update_running(&guard, &spec).await?,
+            _ => Vec::new(),
+        };
+        guard.spec = spec;
+        persist(&guard)?;
+        Ok((guard.clone(), warnings))
+    }
+
     /// Stops a box; a box that is not running is left as it is.
     pub async fn stop(&self, name: &BoxName, force: bool) -> Result<BoxRecord> {
         let mut guard = self.lock(name).await?;
@@ -794,6 +827,56 @@ mod tests {
             image: "/images/fake".into(),
             ..BoxSpec::default()
         }
+    }
+
+    #[tokio::test]
+    async fn an_update_keeps_what_it_is_not_given_and_every_secrets_host() {
+        let engine = Arc::new(FakeEngine::default());
+        let (_dir, registry) = open(&engine).await;
+        let mut s = spec();
+        s.memory_mib = Some(256);
+        s.allow_net = vec!["api.example.com".into(), "example.org".into()];
+        s.secrets = vec![crate::egress::Secret {
+            name: "TOKEN".into(),
+            hosts: vec!["api.example.com".into()],
+            placeholder: "PH".into(),
+            value: "v".into(),
+        }];
+        registry.create(&name("u"), s).await.unwrap();
+        let (record, warnings) = registry
+            .update(
+                &name("u"),
+                crate::model::SpecUpdate {
+                    cpus: Some(2),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert!(warnings.is_empty(), "a stopped box: {warnings:?}");
+        assert_eq!(
+            (record.spec.cpus, record.spec.memory_mib),
+            (Some(2), Some(256))
+        );
+        assert_eq!(record.spec.allow_net.len(), 2);
+        let dropped = registry
+            .update(
+                &name("u"),
+                crate::model::SpecUpdate {
+                    allow_net: Some(vec!["example.org".into()]),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap_err();
+        assert!(dropped.to_string().contains("TOKEN"), "{dropped}");
+        // Nothing changed by the refused update, and the change persisted.
+        let again = Registry::open(_dir.path().join("boxes"), engine.clone(), 0)
+            .await
+            .unwrap();
+        let kept = again.get(&name("u")).await.unwrap();
+        assert_eq!(kept.spec.cpus, Some(2));
+        assert_eq!(kept.spec.allow_net.len(), 2);
     }
 
     #[tokio::test]

@@ -269,6 +269,20 @@ impl Boxd for Service {
         }))
     }
 
+    async fn update_box(
+        &self,
+        req: Request<v1::UpdateBoxRequest>,
+    ) -> Result<Response<v1::UpdateBoxResponse>, Status> {
+        let req = req.into_inner();
+        let name = validate::box_name(&req.name)?;
+        let change = validate::spec_update(&req)?;
+        let (record, warnings) = self.registry.update(&name, change).await?;
+        Ok(Response::new(v1::UpdateBoxResponse {
+            r#box: Some(self.info(&record).await),
+            warnings,
+        }))
+    }
+
     async fn remove_box(
         &self,
         req: Request<v1::RemoveBoxRequest>,

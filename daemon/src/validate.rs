@@ -24,6 +24,39 @@ pub const MAX_PORTS: usize = 64;
 
 /// A whole box spec from a create request, checked and normalized.
 /// `protected` are the host paths no mount may expose ([`host_path`]).
+/// An `UpdateBox` request's changes, checked as a create checks them.
+pub fn spec_update(r: &v1::UpdateBoxRequest) -> Result<crate::model::SpecUpdate> {
+    if r.cpus == Some(0) || r.memory_mib == Some(0) {
+        return Err(Error::InvalidArgument(
+            "cpus and memory must be positive".into(),
+        ));
+    }
+    let allow_net = match &r.allow_net {
+        None => None,
+        Some(a) => {
+            if a.hosts.len() > MAX_ALLOW_NET {
+                return Err(Error::InvalidArgument(format!(
+                    "{} allow-net entries asked for; a box may have at most {MAX_ALLOW_NET}",
+                    a.hosts.len()
+                )));
+            }
+            crate::egress::AllowList::parse(&a.hosts)
+                .map_err(|e| Error::InvalidArgument(format!("allow-net: {e}")))?;
+            Some(a.hosts.clone())
+        }
+    };
+    if r.cpus.is_none() && r.memory_mib.is_none() && allow_net.is_none() {
+        return Err(Error::InvalidArgument(
+            "nothing to update: give cpus, memory or an allow-list".into(),
+        ));
+    }
+    Ok(crate::model::SpecUpdate {
+        cpus: r.cpus,
+        memory_mib: r.memory_mib,
+        allow_net,
+    })
+}
+
 pub fn box_spec(s: v1::BoxSpec, protected: &[(&str, &Path)]) -> Result<BoxSpec> {
     // A registry reference or a local layout's path (which may hold spaces).
     let image = s.image.trim().to_owned();

@@ -464,3 +464,75 @@ fn userns_keep_id_makes_the_project_the_box_users() {
     assert!(err.contains("keep-id only"), "{err}");
     ok(d.boxctl().args(["rm", "-f", "agent"]));
 }
+
+/// `docker update -m` / `--cpus` on a running box reach its cgroup at
+/// once, and the spec keeps them; `--allow-net` waits for `restart`, and
+/// `update` of a missing box fails with a did-you-mean.
+#[test]
+fn update_changes_a_running_boxs_limits_and_restart_its_network() {
+    let d = Daemon::start();
+    ok(d.boxctl()
+        .args(["run", "-d", "--name", "limited", "-m", "256m"])
+        .arg(busybox())
+        .args(["sleep", "3071"]));
+    let out = ok(d
+        .boxctl()
+        .args(["update", "-m", "96m", "--cpus", "1", "limited"]));
+    assert_eq!(text(&out.stdout), "updated box limited\n");
+    let out = ok(d.boxctl().args([
+        "inspect",
+        "-f",
+        "{{.Spec.MemoryMib}} {{.Spec.Cpus}}",
+        "limited",
+    ]));
+    assert_eq!(text(&out.stdout), "96 1\n");
+    // The box's memory cgroup, as the kernel enforces it, from the host
+    // (the box has a cgroup namespace of its own).
+    let sleeper = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .find(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x003071\x00"))
+        .expect("the box's sleep, seen from the host");
+    let cgroups = std::fs::read_to_string(sleeper.path().join("cgroup")).unwrap();
+    let memory = cgroups
+        .lines()
+        .find_map(|l| {
+            let (_, rest) = l.split_once(':')?;
+            let (controllers, path) = rest.split_once(':')?;
+            let v1 = controllers.split(',').any(|c| c == "memory");
+            match (v1, controllers.is_empty()) {
+                (true, _) => Some(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")),
+                (false, true) => Some(format!("/sys/fs/cgroup{path}/memory.max")),
+                _ => None,
+            }
+        })
+        .filter(|p| std::path::Path::new(p).exists());
+    match memory {
+        Some(file) => {
+            let limit = std::fs::read_to_string(&file).unwrap();
+            println!("{file}: {}", limit.trim());
+            assert_eq!(limit.trim(), (96u64 << 20).to_string());
+        }
+        None => println!("no memory cgroup here: the spec alone is checked"),
+    }
+    // The allow-list: kept for the next start, said to wait for it.
+    let out = ok(d
+        .boxctl()
+        .args(["update", "--allow-net", "example.com", "limited"]));
+    assert!(
+        text(&out.stderr).contains("next starts"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = ok(d
+        .boxctl()
+        .args(["inspect", "-f", "{{json .Spec.AllowNet}}", "limited"]));
+    assert_eq!(text(&out.stdout), "[\"example.com\"]\n");
+    ok(d.boxctl().args(["restart", "limited"]));
+    let (c, _, err) = code(d.boxctl().args(["update", "--no-net", "limitd"]));
+    assert_eq!(c, Some(1), "{err}");
+    assert!(err.contains("limited"), "did you mean: {err}");
+    let (c, _, err) = code(d.boxctl().args(["update", "limited"]));
+    assert_eq!(c, Some(2), "{err}");
+    ok(d.boxctl().args(["rm", "-f", "limited"]));
+}

@@ -45,6 +45,30 @@ impl Isolation {
 }
 
 /// What every engine supports, plus `extra`, as `Describe` lists them.
+/// The warnings of an update of a running box: the allow-list always
+/// waits for its next start (its network is set up at start), its limits
+/// when `limits_wait`.
+pub fn changes_at_next_start(
+    old: &crate::model::BoxSpec,
+    new: &crate::model::BoxSpec,
+    limits_wait: bool,
+) -> Vec<String> {
+    let mut wait = Vec::new();
+    if limits_wait {
+        wait.push("cpus and memory");
+    }
+    if old.allow_net != new.allow_net {
+        wait.push("the allow-list");
+    }
+    if wait.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "{} apply when the box next starts (boxctl restart BOX)",
+        wait.join(" and ")
+    )]
+}
+
 pub fn capabilities(extra: &[&str]) -> Vec<String> {
     const COMMON: [&str; 11] = [
         "exec.stdin",
@@ -268,6 +292,22 @@ pub trait Engine: Send + Sync + 'static {
 
     /// Deletes a stopped box and everything it wrote.
     async fn remove(&self, record: &BoxRecord) -> Result<(), Error>;
+
+    /// Applies `new`'s limits to the running box `record` (whose spec is
+    /// still the old one) where the engine can; returns what waits for the
+    /// box's next start. The default: everything does.
+    async fn update_running(
+        &self,
+        record: &BoxRecord,
+        new: &crate::model::BoxSpec,
+    ) -> Result<Vec<String>, Error> {
+        let old = &record.spec;
+        Ok(changes_at_next_start(
+            old,
+            new,
+            old.cpus != new.cpus || old.memory_mib != new.memory_mib,
+        ))
+    }
 
     /// The boxes the engine knows of, to reconcile after a daemon restart.
     async fn list(&self) -> Result<Vec<EngineBox>, Error>;

@@ -651,6 +651,34 @@ impl Engine for NamespaceEngine {
             .collect())
     }
 
+    async fn update_running(
+        &self,
+        record: &BoxRecord,
+        new: &crate::model::BoxSpec,
+    ) -> Result<Vec<String>> {
+        let limits = box_limits(new);
+        if box_limits(&record.spec) != limits {
+            // The cgroups the box runs in take the new limits now.
+            self.cgroups.create(&record.id, &limits)?;
+        }
+        let mut warnings = super::changes_at_next_start(&record.spec, new, false);
+        let unenforced: Vec<&str> = [
+            (new.cpus != record.spec.cpus && !self.cgroups.enforces("cpu")).then_some("cpus"),
+            (new.memory_mib != record.spec.memory_mib && !self.cgroups.enforces("memory"))
+                .then_some("memory"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !unenforced.is_empty() {
+            warnings.push(format!(
+                "not enforced on this host: {} (boxctl doctor says why)",
+                unenforced.join(", ")
+            ));
+        }
+        Ok(warnings)
+    }
+
     async fn exec(&self, record: &BoxRecord, spec: ExecSpec) -> Result<super::exec::Started> {
         let (sup, config) = self.target(&record.id)?;
         let mut env = config.env.clone();
