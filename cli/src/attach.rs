@@ -44,6 +44,15 @@ pub struct LogsArgs {
     /// is shown until no output arrives for 200 ms).
     #[arg(short, long)]
     pub follow: bool,
+    /// Only the last N lines of each exec's kept output (with -f: of what
+    /// is replayed, then everything new).
+    #[arg(short = 'n', long, value_name = "N")]
+    pub tail: Option<usize>,
+    /// Only execs that started at or after this time, or still run: a
+    /// duration back (10m, 1h30m), an RFC 3339 time or Unix seconds. boxd
+    /// keeps no time per line, so -t/--timestamps has nothing to show.
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
 }
 
 /// Finds an exec by id among all boxes' execs, or (a box's name) that
@@ -127,6 +136,13 @@ pub async fn logs(ctx: &Ctx, args: LogsArgs) -> Result<u8, Failure> {
             });
         }
     }
+    if let Some(w) = &args.since {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let since = crate::words::since_ms(w, now).map_err(Failure::usage)?;
+        execs.retain(|e| e.started_at_ms >= since || !e.exited);
+    }
     execs.sort_by_key(|e| e.started_at_ms);
     let headers = !ctx.json && execs.len() > 1;
     let (done, running): (Vec<_>, Vec<_>) = execs.into_iter().partition(|e| e.exited);
@@ -139,7 +155,15 @@ pub async fn logs(ctx: &Ctx, args: LogsArgs) -> Result<u8, Failure> {
         if headers {
             eprintln!("==> {} <==", header(info));
         }
-        show(ctx.json, &ctx.paths.socket, &mut client, info, false).await?;
+        show(
+            ctx.json,
+            &ctx.paths.socket,
+            &mut client,
+            info,
+            false,
+            args.tail,
+        )
+        .await?;
     }
     if args.follow {
         let mut tasks = Vec::new();
@@ -148,9 +172,9 @@ pub async fn logs(ctx: &Ctx, args: LogsArgs) -> Result<u8, Failure> {
                 eprintln!("==> {} (following) <==", header(&info));
             }
             let mut client = client.clone();
-            let (json, socket) = (ctx.json, ctx.paths.socket.clone());
+            let (json, socket, tail) = (ctx.json, ctx.paths.socket.clone(), args.tail);
             tasks.push(tokio::spawn(async move {
-                show(json, &socket, &mut client, &info, true).await
+                show(json, &socket, &mut client, &info, true, tail).await
             }));
         }
         for t in tasks {
@@ -189,6 +213,7 @@ async fn show(
     client: &mut Client,
     info: &v1::ExecInfo,
     follow: bool,
+    tail: Option<usize>,
 ) -> Result<(), Failure> {
     // Not resumable: this reader acknowledges nothing and never holds the
     // command back; it is not the exec's owner, so leaving kills nothing.
@@ -211,7 +236,34 @@ async fn show(
         });
     }
     let mut out = Printer::new(json, &info.exec_id);
+    // With --tail, what is replayed (until IDLE passes with nothing new) is
+    // held, and only its last lines go out.
+    let mut held: Option<Vec<(bool, Vec<u8>)>> = tail.map(|_| Vec::new());
     loop {
+        if let (Some(h), Some(n)) = (held.as_mut(), tail) {
+            match tokio::time::timeout(IDLE, exec.next()).await {
+                Ok(Ok(Some(ExecEvent::Stdout(b)))) => h.push((false, b.to_vec())),
+                Ok(Ok(Some(ExecEvent::Stderr(b)))) => h.push((true, b.to_vec())),
+                Ok(Ok(Some(ExecEvent::Exit(e)))) => {
+                    for (err, b) in last_lines(h, n) {
+                        out.output(err, &b);
+                    }
+                    out.exit(&e);
+                    break;
+                }
+                Ok(Err(e)) => return Err(e.into()),
+                Ok(Ok(None)) | Err(_) => {
+                    for (err, b) in last_lines(h, n) {
+                        out.output(err, &b);
+                    }
+                    held = None;
+                    if !follow {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
         let event = if follow {
             exec.next().await?
         } else {
@@ -236,6 +288,35 @@ async fn show(
     }
     out.finish();
     Ok(())
+}
+
+/// The last `n` lines of `chunks` (stdout and stderr interleaved as they
+/// came), as chunks: a last line without its newline counts as a line.
+fn last_lines(chunks: &[(bool, Vec<u8>)], n: usize) -> Vec<(bool, Vec<u8>)> {
+    if n == 0 {
+        return Vec::new();
+    }
+    // Walk back until n+1 newlines are seen (the last byte's own newline
+    // ends the last line, so it does not start one).
+    let mut newlines = 0;
+    for (i, (_, bytes)) in chunks.iter().enumerate().rev() {
+        let end = bytes.len();
+        for (j, b) in bytes.iter().enumerate().rev() {
+            let is_last_byte = i == chunks.len() - 1 && j + 1 == end;
+            if *b == b'\n' && !is_last_byte {
+                newlines += 1;
+                if newlines == n {
+                    let mut out = Vec::new();
+                    if j + 1 < end {
+                        out.push((chunks[i].0, bytes[j + 1..].to_vec()));
+                    }
+                    out.extend(chunks[i + 1..].iter().cloned());
+                    return out;
+                }
+            }
+        }
+    }
+    chunks.to_vec()
 }
 
 /// Output as it is (stdout to stdout, stderr to stderr), or with `--json`
@@ -313,5 +394,33 @@ impl Printer {
                 self.payloads(stderr, rest);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(chunks: &[(bool, Vec<u8>)]) -> String {
+        chunks
+            .iter()
+            .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_tail_is_the_last_lines_across_chunks_and_streams() {
+        let c = |e: bool, s: &str| (e, s.as_bytes().to_vec());
+        let chunks = vec![c(false, "a\nb\n"), c(true, "err\nc"), c(false, "d\ne\n")];
+        assert_eq!(text(&last_lines(&chunks, 1)), "e\n");
+        assert_eq!(text(&last_lines(&chunks, 2)), "cd\ne\n");
+        assert_eq!(text(&last_lines(&chunks, 3)), "err\ncd\ne\n");
+        assert_eq!(text(&last_lines(&chunks, 4)), "b\nerr\ncd\ne\n");
+        assert_eq!(text(&last_lines(&chunks, 50)), "a\nb\nerr\ncd\ne\n");
+        assert_eq!(last_lines(&chunks, 0), Vec::new());
+        // A stderr line keeps its stream.
+        assert!(last_lines(&chunks, 3)[0].0);
+        let open = vec![c(false, "x\ny")];
+        assert_eq!(text(&last_lines(&open, 1)), "y");
     }
 }

@@ -198,8 +198,9 @@ enum Command {
         )]
         publish: Vec<String>,
     },
-    /// Follow box state changes.
-    Events,
+    /// Follow box state changes (created, starting, running, stopping,
+    /// stopped, removed, failed), with their times, as `docker events`.
+    Events(EventsArgs),
     /// Check what this host can run and what is missing, with fixes.
     Doctor,
     /// Speak the JSONL envelope on stdin/stdout (for Studio and other
@@ -209,6 +210,22 @@ enum Command {
     Version,
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
+}
+
+#[derive(clap::Args, Debug)]
+struct EventsArgs {
+    /// Past events first, from this time: a duration back (10m, 1h30m),
+    /// an RFC 3339 time or Unix seconds. boxd keeps its last 1000 events
+    /// since it started.
+    #[arg(long, value_name = "WHEN")]
+    since: Option<String>,
+    /// Stop at this time (same words as --since); without it, follow.
+    #[arg(long, value_name = "WHEN")]
+    until: Option<String>,
+    /// Only events matching: box=NAME (or id), state=STATE (also event=);
+    /// repeatable, as docker's (the same key: any; different keys: all).
+    #[arg(short, long, value_name = "KEY=VALUE")]
+    filter: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -407,6 +424,61 @@ impl Ctx {
     }
 }
 
+async fn events(ctx: &Ctx, args: EventsArgs) -> Result<u8, Failure> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let when = |w: &Option<String>| {
+        w.as_deref()
+            .map(|w| words::since_ms(w, now))
+            .transpose()
+            .map_err(Failure::usage)
+    };
+    let (since, until) = (when(&args.since)?, when(&args.until)?);
+    let mut wanted: Vec<(String, String)> = Vec::new();
+    for f in &args.filter {
+        match f.split_once('=') {
+            Some(("box" | "name" | "container" | "id", v)) if !v.is_empty() => {
+                wanted.push(("box".into(), v.to_owned()))
+            }
+            Some(("state" | "event" | "status", v)) if !v.is_empty() => {
+                wanted.push(("state".into(), v.to_ascii_lowercase()))
+            }
+            _ => {
+                return Err(Failure::usage(format!(
+                    "invalid filter {f:?}: use box=NAME or state=STATE (created, starting, running, stopping, stopped, removed, failed)"
+                )));
+            }
+        }
+    }
+    let matches = |e: &v1::BoxEvent| {
+        ["box", "state"].iter().all(|key| {
+            let mut of_key = wanted.iter().filter(|(k, _)| k == key).peekable();
+            of_key.peek().is_none()
+                || of_key.any(|(_, v)| match *key {
+                    "box" => *v == e.name || *v == e.box_id,
+                    _ => v == output::state(e.state),
+                })
+        })
+    };
+    let mut stream = ctx
+        .client()
+        .await?
+        .watch_boxes(v1::WatchBoxesRequest {
+            since_ms: since.unwrap_or(0),
+            // boxd ends the stream there.
+            until_ms: until.map_or(0, |u| u.max(1)),
+        })
+        .await?
+        .into_inner();
+    while let Some(ev) = stream.message().await? {
+        if matches(&ev) {
+            output::event(ctx, &ev);
+        }
+    }
+    Ok(0)
+}
+
 /// A closed stdout (`boxctl ls | head -1`) ends boxctl as it ends `cat`:
 /// killed by SIGPIPE, silently. SIGPIPE itself stays ignored (Rust's
 /// default), because a write to a daemon socket that just closed must be
@@ -568,18 +640,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
             allow_net,
             publish,
         } => snapshot::import(ctx, file, name, allow_net, publish).await,
-        Command::Events => {
-            let mut stream = ctx
-                .client()
-                .await?
-                .watch_boxes(v1::WatchBoxesRequest {})
-                .await?
-                .into_inner();
-            while let Some(ev) = stream.message().await? {
-                output::event(ctx, &ev);
-            }
-            Ok(0)
-        }
+        Command::Events(args) => events(ctx, args).await,
         Command::Doctor => doctor::run(ctx).await,
         Command::Jsonl => {
             let stdin = tokio::io::BufReader::new(tokio::io::stdin());

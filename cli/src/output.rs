@@ -193,7 +193,7 @@ pub fn event(ctx: &Ctx, e: &v1::BoxEvent) {
     if ctx.json {
         print_json(&json!({
             "type": "boxState", "boxId": e.box_id, "name": e.name, "state": state(e.state),
-            "elapsedMs": e.elapsed_ms, "atMs": e.at_ms, "message": e.message,
+            "elapsedMs": e.elapsed_ms, "atMs": e.at_ms, "time": crate::words::rfc3339_ms(e.at_ms), "message": e.message,
         }));
     } else {
         let extra = if e.message.is_empty() {
@@ -201,13 +201,17 @@ pub fn event(ctx: &Ctx, e: &v1::BoxEvent) {
         } else {
             format!(" ({})", e.message)
         };
+        let took = match (e.elapsed_ms, e.state) {
+            (0, _) => String::new(),
+            (ms, s) if s == v1::BoxState::Running as i32 => format!(" (booted in {ms} ms)"),
+            (ms, _) => format!(" (in {ms} ms)"),
+        };
         println!(
-            "{} {} {} {}ms{}",
-            e.at_ms,
-            e.name,
+            "{} box {} {} (id={}){took}{extra}",
+            crate::words::rfc3339_ms(e.at_ms),
             state(e.state),
-            e.elapsed_ms,
-            extra
+            e.name,
+            e.box_id,
         );
     }
 }

@@ -106,6 +106,38 @@ const NOUNS: &[&str] = &[
 
 /// A name for a box the user did not name, as docker makes one
 /// (`quiet_turing`), with a short suffix so that two rarely meet.
+/// docker's `--since`/`--until` words, as Unix ms: a duration back from
+/// `now_ms` (`10m`, `1h30m`, `2days`), an RFC 3339 time
+/// (`2026-12-02T13:40:00Z`, fractions and no zone allowed: UTC), or Unix
+/// seconds (`1764683000`, `1764683000.5`).
+pub fn since_ms(word: &str, now_ms: i64) -> Result<i64, String> {
+    let word = word.trim();
+    if let Ok(secs) = word.parse::<f64>()
+        && secs.is_finite()
+        && secs >= 0.0
+    {
+        return Ok((secs * 1000.0) as i64);
+    }
+    if let Ok(d) = humantime::parse_duration(word) {
+        return Ok(now_ms.saturating_sub(d.as_millis().min(i64::MAX as u128) as i64));
+    }
+    if let Ok(t) = humantime::parse_rfc3339_weak(word) {
+        let ms = t
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        return Ok(ms);
+    }
+    Err(format!(
+        "{word:?} is not a time: give a duration back from now (10m, 1h30m), an RFC 3339 time (2026-12-02T13:40:00Z) or Unix seconds"
+    ))
+}
+
+/// A Unix ms time as RFC 3339 UTC with milliseconds, as docker prints it.
+pub fn rfc3339_ms(ms: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
 pub fn generated_name() -> String {
     use rand::Rng;
     let mut rng = rand::rng();
@@ -141,6 +173,27 @@ pub fn env_map(words: &[String]) -> HashMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn since_words_are_docker_s() {
+        let now = 1_764_683_000_000;
+        assert_eq!(since_ms("10m", now), Ok(now - 600_000));
+        assert_eq!(since_ms("1h 30m", now), Ok(now - 5_400_000));
+        assert_eq!(since_ms("1764683000", now), Ok(1_764_683_000_000));
+        assert_eq!(since_ms("1764683000.5", now), Ok(1_764_683_000_500));
+        assert_eq!(since_ms("2025-12-02T13:43:20Z", now), Ok(1_764_683_000_000));
+        assert_eq!(
+            since_ms("2025-12-02T13:43:20.250Z", now),
+            Ok(1_764_683_000_250)
+        );
+        for bad in ["", "yesterday", "-5", "10 parsecs"] {
+            assert!(
+                since_ms(bad, now).unwrap_err().contains("not a time"),
+                "{bad}"
+            );
+        }
+        assert_eq!(rfc3339_ms(1_764_683_000_250), "2025-12-02T13:43:20.250Z");
+    }
 
     #[test]
     fn memory_sizes_read_as_docker_reads_them() {

@@ -30,10 +30,18 @@ pub struct Registry {
     /// `max-boxes` (0: no limit).
     max_boxes: usize,
     events: broadcast::Sender<BoxEvent>,
+    /// The last [`HISTORY`] events, for watchers that ask for the past
+    /// (`since_ms`); pushed and sent under this lock, so a watcher that
+    /// reads it and subscribes under it misses none and sees none twice.
+    history: Mutex<std::collections::VecDeque<BoxEvent>>,
     boxes: Mutex<BTreeMap<String, Arc<Slot>>>,
     /// Execs of boxes found running at start, until the exec table takes them.
     adopted: Mutex<Vec<(String, Vec<crate::engine::Adopted>)>>,
 }
+
+/// How many past events the registry keeps for `WatchBoxes.since_ms`
+/// (docker keeps 1000 too).
+pub const HISTORY: usize = 1000;
 
 /// How a new box gets its files.
 enum Make<'a> {
@@ -143,6 +151,7 @@ impl Registry {
             engine,
             max_boxes,
             events,
+            history: Mutex::default(),
             boxes: Mutex::new(boxes),
             adopted: Mutex::new(adopted),
         })
@@ -161,15 +170,33 @@ impl Registry {
         self.events.subscribe()
     }
 
+    /// The kept events at or after `since_ms` (Unix ms), then every later
+    /// one, with no gap and no duplicate between them.
+    pub fn subscribe_since(&self, since_ms: i64) -> (Vec<BoxEvent>, broadcast::Receiver<BoxEvent>) {
+        let history = self.history.lock().expect("event history");
+        let past = history
+            .iter()
+            .filter(|e| e.at_ms >= since_ms)
+            .cloned()
+            .collect();
+        (past, self.events.subscribe())
+    }
+
     fn emit(&self, record: &BoxRecord, elapsed_ms: u64, message: &str) {
-        let _ = self.events.send(BoxEvent {
+        let event = BoxEvent {
             box_id: record.id.clone(),
             name: record.name.clone(),
             state: record.state,
             elapsed_ms,
             at_ms: now_ms(),
             message: message.to_owned(),
-        });
+        };
+        let mut history = self.history.lock().expect("event history");
+        if history.len() == HISTORY {
+            history.pop_front();
+        }
+        history.push_back(event.clone());
+        let _ = self.events.send(event);
     }
 
     fn slot(&self, name: &str) -> Result<Arc<Slot>> {

@@ -315,19 +315,47 @@ impl Boxd for Service {
 
     async fn watch_boxes(
         &self,
-        _: Request<v1::WatchBoxesRequest>,
+        req: Request<v1::WatchBoxesRequest>,
     ) -> Result<Response<Self::WatchBoxesStream>, Status> {
-        let mut events = self.registry.subscribe();
+        let req = req.into_inner();
+        let (past, mut events) = match req.since_ms {
+            s if s > 0 => self.registry.subscribe_since(s),
+            _ => (Vec::new(), self.registry.subscribe()),
+        };
+        let until = (req.until_ms > 0).then_some(req.until_ms);
         let (tx, rx) = mpsc::channel(64);
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
+            for ev in past {
+                if until.is_some_and(|u| ev.at_ms > u) {
+                    return;
+                }
+                if tx.send(Ok(v1::BoxEvent::from(ev))).await.is_err() {
+                    return;
+                }
+            }
+            // The time left until `until` (none: forever).
+            let left = until.map(|u| {
+                std::time::Duration::from_millis(
+                    u.saturating_sub(crate::model::now_ms()).max(0) as u64
+                )
+            });
+            let end = async move {
+                match left {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(end);
             loop {
                 let ev = tokio::select! {
                     ev = events.recv() => ev,
                     _ = tx.closed() => return,
                     _ = shutdown.cancelled() => return,
+                    _ = &mut end => return,
                 };
                 match ev {
+                    Ok(ev) if until.is_some_and(|u| ev.at_ms > u) => return,
                     Ok(ev) => {
                         if tx.send(Ok(v1::BoxEvent::from(ev))).await.is_err() {
                             return;

@@ -668,7 +668,10 @@ async fn sigterm_stops_the_daemon_quickly_with_streams_open() {
     let exec = ExecStream::start(&mut c, start_req("term", &["sleep", "1000"]))
         .await
         .unwrap();
-    let _watch = c.watch_boxes(v1::WatchBoxesRequest {}).await.unwrap();
+    let _watch = c
+        .watch_boxes(v1::WatchBoxesRequest::default())
+        .await
+        .unwrap();
     let (status, took) = d.stop();
     assert!(status.success(), "{status}");
     // Shutdown is bounded in the daemon (3 s for boxes, 1 s for the server);
@@ -682,7 +685,7 @@ async fn watch_reports_state_changes(engine: &'static str) {
     let d = Daemon::with_engine(engine);
     let mut c = d.client().await;
     let mut watch = c
-        .watch_boxes(v1::WatchBoxesRequest {})
+        .watch_boxes(v1::WatchBoxesRequest::default())
         .await
         .unwrap()
         .into_inner();

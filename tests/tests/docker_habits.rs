@@ -536,3 +536,61 @@ fn update_changes_a_running_boxs_limits_and_restart_its_network() {
     assert_eq!(c, Some(2), "{err}");
     ok(d.boxctl().args(["rm", "-f", "limited"]));
 }
+
+/// `docker events --since … --until … --filter`, readable times; `docker
+/// logs --tail`, `--since`.
+#[test]
+fn events_and_logs_take_docker_s_time_words() {
+    let d = Daemon::start();
+    ok(d.boxctl()
+        .args(["run", "--name", "evbox"])
+        .arg(busybox())
+        .args(["sh", "-c", "for i in 1 2 3 4 5; do echo line$i; done"]));
+    // logs --tail: the last lines only.
+    let out = ok(d.boxctl().args(["logs", "--tail", "2", "evbox"]));
+    assert_eq!(text(&out.stdout), "line4\nline5\n");
+    let out = ok(d.boxctl().args(["logs", "--since", "0s", "evbox"]));
+    assert_eq!(text(&out.stdout), "", "nothing started since now");
+    let out = ok(d.boxctl().args(["logs", "--since", "10m", "evbox"]));
+    assert_eq!(text(&out.stdout), "line1\nline2\nline3\nline4\nline5\n");
+    ok(d.boxctl().args(["stop", "evbox"]));
+    // The past, bounded: no waiting, every state change, times readable.
+    let out = ok(d
+        .boxctl()
+        .args(["events", "--since", "5m", "--until", "0s"]));
+    let lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+    println!("{}", lines.join("\n"));
+    let states: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.contains(" evbox "))
+        .filter_map(|l| l.split(' ').nth(2))
+        .collect();
+    assert_eq!(
+        states,
+        ["created", "starting", "running", "stopping", "stopped"],
+        "{lines:?}"
+    );
+    assert!(lines[0].starts_with("20") && lines[0].contains('T') && lines[0].contains("Z box "));
+    let out = ok(d.boxctl().args([
+        "events",
+        "--since",
+        "5m",
+        "--until",
+        "0s",
+        "--filter",
+        "state=running",
+        "--filter",
+        "box=evbox",
+    ]));
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        1,
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(text(&out.stdout).contains("booted in"));
+    let (c, _, err) = code(d.boxctl().args(["events", "--since", "yesterday"]));
+    assert_eq!(c, Some(2), "{err}");
+    assert!(err.contains("not a time"), "{err}");
+    ok(d.boxctl().args(["rm", "-f", "evbox"]));
+}

@@ -608,7 +608,7 @@ async fn a_box_cannot_exhaust_processes_or_memory() {
     spec.memory_mib = Some(128);
     up(&mut c, "iso-lim", spec).await;
     let mut events = c
-        .watch_boxes(v1::WatchBoxesRequest {})
+        .watch_boxes(v1::WatchBoxesRequest::default())
         .await
         .unwrap()
         .into_inner();

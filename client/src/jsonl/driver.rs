@@ -152,7 +152,7 @@ async fn write_frames<W: AsyncWrite + Unpin>(
 }
 
 async fn watch_boxes(mut client: Client, out: mpsc::Sender<Value>) {
-    let Ok(stream) = client.watch_boxes(v1::WatchBoxesRequest {}).await else {
+    let Ok(stream) = client.watch_boxes(v1::WatchBoxesRequest::default()).await else {
         return;
     };
     let mut stream = stream.into_inner();
