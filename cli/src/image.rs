@@ -20,15 +20,22 @@ use crate::{Ctx, Failure};
 #[derive(Subcommand, Debug)]
 pub enum Action {
     /// Pull an image from a registry (e.g. `alpine:3.20`, `localhost:5000/app@sha256:…`).
-    Pull { reference: String },
+    Pull {
+        /// A registry reference.
+        reference: String,
+    },
     /// List images.
     #[command(alias = "list")]
     Ls,
     /// Show one image (by reference or digest).
-    Inspect { reference: String },
+    Inspect {
+        /// A reference or a digest.
+        reference: String,
+    },
     /// Remove a reference; the image goes when nothing names it and no box uses it.
     #[command(alias = "remove")]
     Rm {
+        /// A reference or a digest.
         reference: String,
         /// Remove even if boxes were created from it (they keep their files).
         #[arg(short, long)]
@@ -38,6 +45,7 @@ pub enum Action {
     Prune,
     /// Import an OCI image layout directory or a `docker save` tarball.
     Import {
+        /// An OCI image layout directory or a `docker save` tarball.
         path: std::path::PathBuf,
         /// The reference to give it [default: the name it carries].
         #[arg(long)]

@@ -67,11 +67,13 @@ enum Command {
     Create(CreateArgs),
     /// Start boxes (a running box stays as it is).
     Start {
+        /// Box names or ids.
         #[arg(required = true, value_name = "BOX")]
         names: Vec<String>,
     },
     /// Stop boxes; their files stay.
     Stop {
+        /// Box names or ids.
         #[arg(required = true, value_name = "BOX")]
         names: Vec<String>,
         /// Kill at once instead of SIGTERM and a grace period.
@@ -80,6 +82,7 @@ enum Command {
     },
     /// Stop boxes, then start them again (their files stay).
     Restart {
+        /// Box names or ids.
         #[arg(required = true, value_name = "BOX")]
         names: Vec<String>,
     },
@@ -90,6 +93,7 @@ enum Command {
     /// Remove boxes and everything they wrote.
     #[command(alias = "remove")]
     Rm {
+        /// Box names or ids.
         #[arg(required = true, value_name = "BOX")]
         names: Vec<String>,
         /// Stop a running box first.
@@ -103,6 +107,7 @@ enum Command {
     Ps(boxes::ListArgs),
     /// Show boxes, by name or id, as JSON (a list for several).
     Inspect {
+        /// Box names or ids.
         #[arg(required = true, value_name = "BOX")]
         names: Vec<String>,
         /// A Go template over the JSON, as docker's: `{{.State}}`,
@@ -113,6 +118,8 @@ enum Command {
     /// List a running box's published ports (`8000/tcp -> 127.0.0.1:49153`),
     /// or where one box port is published.
     Port {
+        /// The box.
+        #[arg(value_name = "BOX")]
         name: String,
         /// Only this box port (`8000` or `8000/tcp`).
         box_port: Option<String>,
@@ -155,7 +162,10 @@ enum Command {
     /// List images (as `image ls`).
     Images,
     /// Pull an image (as `image pull`).
-    Pull { reference: String },
+    Pull {
+        /// A registry reference (`alpine:3.20`, `localhost:5000/app@sha256:…`).
+        reference: String,
+    },
     /// Boxes as a group: `box prune`.
     #[command(name = "box")]
     Box {
@@ -176,16 +186,29 @@ enum Command {
     },
     /// Make a new box with SOURCE's spec and a copy of its files (SOURCE
     /// may be running); the new box is created, not started.
-    Clone { source: String, name: String },
+    Clone {
+        /// The box to copy.
+        source: String,
+        /// The new box's name.
+        name: String,
+    },
     /// Write a box (its spec without secret values, its image reference
     /// and its files) to an archive FILE, which must not exist.
-    Export { name: String, file: PathBuf },
+    Export {
+        /// The box.
+        #[arg(value_name = "BOX")]
+        name: String,
+        /// The archive to write (it must not exist).
+        file: PathBuf,
+    },
     /// Make a new box NAME from an archive `export` wrote. The archive's
     /// mounts, secrets, allow-list and published ports are not imported:
     /// give the network and ports again here.
     #[command(name = "import-box")]
     ImportBox {
+        /// An archive `boxctl export` wrote.
         file: PathBuf,
+        /// The new box's name.
         name: String,
         /// A host the new box may reach (repeatable; as `create`).
         #[arg(long = "allow-net", value_name = "HOST")]
@@ -209,7 +232,10 @@ enum Command {
     /// Show client and daemon versions.
     Version,
     /// Print shell completions.
-    Completions { shell: clap_complete::Shell },
+    Completions {
+        /// The shell to print them for.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -494,22 +520,38 @@ fn quiet_on_closed_stdout() {
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
         if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
-            // SAFETY: restoring a signal's default disposition and raising
-            // it; the process ends here, as `cat` would.
-            unsafe {
-                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-                libc::raise(libc::SIGPIPE);
-            }
+            die_of_sigpipe();
         }
         default(info);
     }));
+}
+
+/// Ends boxctl as SIGPIPE ends `cat`.
+fn die_of_sigpipe() {
+    // SAFETY: restoring a signal's default disposition and raising it; the
+    // process ends here.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
 }
 
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
     let cli = Cli::parse();
     if let Command::Completions { shell } = cli.command {
-        clap_complete::generate(shell, &mut Cli::command(), "boxctl", &mut std::io::stdout());
+        // Made whole first, then written: a reader that goes away (`| head`)
+        // ends boxctl as SIGPIPE ends `cat`.
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut Cli::command(), "boxctl", &mut script);
+        use std::io::Write as _;
+        if let Err(e) = std::io::stdout().write_all(&script) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                die_of_sigpipe();
+            }
+            eprintln!("boxctl: write the completions: {e}");
+            return ExitCode::FAILURE;
+        }
         return ExitCode::SUCCESS;
     }
     let json = cli.json;
@@ -712,5 +754,33 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+}
+
+#[cfg(test)]
+mod help_tests {
+    use super::*;
+
+    /// Every flag and positional of every command says what it is for in
+    /// `--help`.
+    #[test]
+    fn every_argument_has_a_help_line() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") || arg.is_hide_set() {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "boxctl", &mut missing);
+        assert!(missing.is_empty(), "no help line: {missing:#?}");
     }
 }

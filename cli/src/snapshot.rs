@@ -12,6 +12,7 @@ use crate::{Ctx, Failure};
 pub enum Action {
     /// Keep the box's files (its writes over its image) as a snapshot.
     Create {
+        /// The box.
         #[arg(value_name = "BOX")]
         box_name: String,
         /// The snapshot's name [default: the time now, UTC, as 20261201-063000].
@@ -20,20 +21,25 @@ pub enum Action {
     /// List a box's snapshots.
     #[command(alias = "list")]
     Ls {
+        /// The box.
         #[arg(value_name = "BOX")]
         box_name: String,
     },
     /// Put a stopped box's files back as the snapshot holds them.
     Restore {
+        /// The box.
         #[arg(value_name = "BOX")]
         box_name: String,
+        /// The snapshot.
         name: String,
     },
     /// Remove a snapshot.
     #[command(alias = "remove")]
     Rm {
+        /// The box.
         #[arg(value_name = "BOX")]
         box_name: String,
+        /// The snapshot.
         name: String,
     },
 }

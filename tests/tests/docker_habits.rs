@@ -420,6 +420,18 @@ fn a_closed_stdout_ends_boxctl_quietly() {
         .expect("run boxctl");
     assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
     assert_eq!(text(&out.stderr), "", "nothing but the signal");
+    // The completions are written in one go, to the same end.
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = d
+        .boxctl()
+        .args(["completions", "bash"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run boxctl");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+    assert_eq!(text(&out.stderr), "");
     ok(d.boxctl().args(["rm", "-f", "quiet"]));
 }
 
