@@ -36,6 +36,7 @@ pub struct AttachArgs {
 #[derive(Args, Debug)]
 pub struct LogsArgs {
     /// The box whose execs to show.
+    #[arg(add = crate::complete::boxes())]
     pub name: String,
     /// Only this exec.
     #[arg(long = "exec", value_name = "ID")]

@@ -249,7 +249,7 @@ pub async fn restart(ctx: &Ctx, names: &[String]) -> Result<u8, Failure> {
 #[derive(Args, Debug)]
 pub struct UpdateArgs {
     /// Box names or ids.
-    #[arg(required = true, value_name = "BOX")]
+    #[arg(required = true, value_name = "BOX", add = crate::complete::boxes())]
     pub names: Vec<String>,
     /// CPUs the box may use (whole CPUs; 0.5 is rounded up to 1).
     #[arg(long, value_name = "N")]

@@ -51,6 +51,7 @@ pub struct ExecArgs {
     #[command(flatten)]
     pub flags: ExecFlags,
     /// The box (by name).
+    #[arg(add = crate::complete::boxes())]
     pub name: String,
     /// The command and its arguments (a `--` before them is optional).
     #[arg(
@@ -74,7 +75,7 @@ pub struct RunArgs {
     pub flags: ExecFlags,
     /// The image: a registry reference or a local OCI layout directory.
     /// (Older form: with --image, this word is the box's name.)
-    #[arg(value_name = "IMAGE")]
+    #[arg(value_name = "IMAGE", add = crate::complete::images())]
     pub first: String,
     /// The command and its arguments (none: the image's Entrypoint and
     /// Cmd).

@@ -11,6 +11,7 @@
 
 mod attach;
 mod boxes;
+mod complete;
 mod cp;
 mod daemon;
 mod doctor;
@@ -68,13 +69,13 @@ enum Command {
     /// Start boxes (a running box stays as it is).
     Start {
         /// Box names or ids.
-        #[arg(required = true, value_name = "BOX")]
+        #[arg(required = true, value_name = "BOX", add = crate::complete::boxes())]
         names: Vec<String>,
     },
     /// Stop boxes; their files stay.
     Stop {
         /// Box names or ids.
-        #[arg(required = true, value_name = "BOX")]
+        #[arg(required = true, value_name = "BOX", add = crate::complete::boxes())]
         names: Vec<String>,
         /// Kill at once instead of SIGTERM and a grace period.
         #[arg(short, long)]
@@ -83,7 +84,7 @@ enum Command {
     /// Stop boxes, then start them again (their files stay).
     Restart {
         /// Box names or ids.
-        #[arg(required = true, value_name = "BOX")]
+        #[arg(required = true, value_name = "BOX", add = crate::complete::boxes())]
         names: Vec<String>,
     },
     /// Change boxes' limits or allow-list, as `docker update`: cpus and
@@ -94,7 +95,7 @@ enum Command {
     #[command(alias = "remove")]
     Rm {
         /// Box names or ids.
-        #[arg(required = true, value_name = "BOX")]
+        #[arg(required = true, value_name = "BOX", add = crate::complete::boxes())]
         names: Vec<String>,
         /// Stop a running box first.
         #[arg(short, long)]
@@ -108,7 +109,7 @@ enum Command {
     /// Show boxes, by name or id, as JSON (a list for several).
     Inspect {
         /// Box names or ids.
-        #[arg(required = true, value_name = "BOX")]
+        #[arg(required = true, value_name = "BOX", add = crate::complete::boxes())]
         names: Vec<String>,
         /// A Go template over the JSON, as docker's: `{{.State}}`,
         /// `{{.Name}} {{.Id}}`, `{{json .Spec}}`, `{{index .Spec.Env "K"}}`.
@@ -119,7 +120,7 @@ enum Command {
     /// or where one box port is published.
     Port {
         /// The box.
-        #[arg(value_name = "BOX")]
+        #[arg(value_name = "BOX", add = crate::complete::boxes())]
         name: String,
         /// Only this box port (`8000` or `8000/tcp`).
         box_port: Option<String>,
@@ -196,7 +197,7 @@ enum Command {
     /// and its files) to an archive FILE, which must not exist.
     Export {
         /// The box.
-        #[arg(value_name = "BOX")]
+        #[arg(value_name = "BOX", add = crate::complete::boxes())]
         name: String,
         /// The archive to write (it must not exist).
         file: PathBuf,
@@ -281,7 +282,7 @@ pub struct BoxFlags {
     #[arg(long)]
     pub name: Option<String>,
     /// The image, in the older form where the first word is the box's name.
-    #[arg(long, value_name = "IMAGE")]
+    #[arg(long, value_name = "IMAGE", add = crate::complete::images())]
     pub image: Option<String>,
     /// CPUs the box may use (whole CPUs; a fraction such as 0.5 is
     /// rounded up, and boxctl says so).
@@ -337,7 +338,7 @@ pub struct BoxFlags {
 #[derive(Args, Debug, Clone)]
 pub struct CreateArgs {
     /// The image (older form: with --image, the box's name).
-    #[arg(value_name = "IMAGE")]
+    #[arg(value_name = "IMAGE", add = crate::complete::images())]
     pub first: Option<String>,
     /// Refused: a box has no main command (see `create --help`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
@@ -538,12 +539,18 @@ fn die_of_sigpipe() {
 
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
+    // `COMPLETE=SHELL boxctl -- WORDS…`: the completion script asking.
+    clap_complete::CompleteEnv::with_factory(Cli::command).complete();
     let cli = Cli::parse();
     if let Command::Completions { shell } = cli.command {
-        // Made whole first, then written: a reader that goes away (`| head`)
-        // ends boxctl as SIGPIPE ends `cat`.
+        // The script asks boxctl itself what may follow (box and image
+        // names from the daemon). Made whole first, then written: a reader
+        // that goes away (`| head`) ends boxctl as SIGPIPE ends `cat`.
         let mut script = Vec::new();
-        clap_complete::generate(shell, &mut Cli::command(), "boxctl", &mut script);
+        if let Err(e) = complete::registration(shell, &mut script) {
+            eprintln!("boxctl: {e}");
+            return ExitCode::FAILURE;
+        }
         use std::io::Write as _;
         if let Err(e) = std::io::stdout().write_all(&script) {
             if e.kind() == std::io::ErrorKind::BrokenPipe {

@@ -13,7 +13,7 @@ pub enum Action {
     /// Keep the box's files (its writes over its image) as a snapshot.
     Create {
         /// The box.
-        #[arg(value_name = "BOX")]
+        #[arg(value_name = "BOX", add = crate::complete::boxes())]
         box_name: String,
         /// The snapshot's name [default: the time now, UTC, as 20261201-063000].
         name: Option<String>,
@@ -22,13 +22,13 @@ pub enum Action {
     #[command(alias = "list")]
     Ls {
         /// The box.
-        #[arg(value_name = "BOX")]
+        #[arg(value_name = "BOX", add = crate::complete::boxes())]
         box_name: String,
     },
     /// Put a stopped box's files back as the snapshot holds them.
     Restore {
         /// The box.
-        #[arg(value_name = "BOX")]
+        #[arg(value_name = "BOX", add = crate::complete::boxes())]
         box_name: String,
         /// The snapshot.
         name: String,
@@ -37,7 +37,7 @@ pub enum Action {
     #[command(alias = "remove")]
     Rm {
         /// The box.
-        #[arg(value_name = "BOX")]
+        #[arg(value_name = "BOX", add = crate::complete::boxes())]
         box_name: String,
         /// The snapshot.
         name: String,

@@ -606,3 +606,55 @@ fn events_and_logs_take_docker_s_time_words() {
     assert!(err.contains("not a time"), "{err}");
     ok(d.boxctl().args(["rm", "-f", "evbox"]));
 }
+
+/// Tab completion names the daemon's boxes (clap's dynamic completion, as
+/// the script `boxctl completions bash` prints asks it), and never starts
+/// a daemon to do so.
+#[test]
+fn completion_names_the_daemons_boxes() {
+    let complete = |mut cmd: Command, words: &[&str]| {
+        let out = ok(cmd
+            .env("COMPLETE", "bash")
+            .env("_CLAP_COMPLETE_INDEX", (words.len() - 1).to_string())
+            .env("_CLAP_COMPLETE_COMP_TYPE", "9")
+            .env("_CLAP_COMPLETE_SPACE", "true")
+            .arg("--")
+            .args(words));
+        let mut got: Vec<String> = text(&out.stdout)
+            .split(['\u{b}', '\n'])
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned)
+            .collect();
+        got.sort();
+        got
+    };
+    let d = Daemon::start();
+    let script = ok(d.boxctl().args(["completions", "bash"]));
+    assert!(
+        text(&script.stdout).contains("COMPLETE=\"bash\""),
+        "{}",
+        text(&script.stdout)
+    );
+    for name in ["webapp", "worker", "db"] {
+        ok(d.boxctl().args(["create", "--name", name]).arg(busybox()));
+    }
+    assert_eq!(
+        complete(d.boxctl(), &["boxctl", "start", "w"]),
+        ["webapp", "worker"]
+    );
+    assert_eq!(complete(d.boxctl(), &["boxctl", "rm", "-f", "d"]), ["db"]);
+    assert_eq!(complete(d.boxctl(), &["boxctl", "exec", "web"]), ["webapp"]);
+    assert_eq!(complete(d.boxctl(), &["boxctl", "logs", "wo"]), ["worker"]);
+    ok(d.boxctl().args(["rm", "-f", "webapp", "worker", "db"]));
+    // No daemon: nothing to offer, and none started.
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("s.sock");
+    let mut idle = Command::new(bin("boxctl"));
+    idle.env("BOXD_HOME", dir.path().join("home"))
+        .env("BOXD_SOCKET", &socket);
+    assert_eq!(
+        complete(idle, &["boxctl", "start", "w"]),
+        Vec::<String>::new()
+    );
+    assert!(!socket.exists(), "completion started a daemon");
+}
