@@ -129,6 +129,43 @@ async fn a_box_reaches_its_listed_hosts_and_nothing_else() {
     )
     .await;
     assert!(tunnel.starts_with("HTTP/1.1 403"), "{tunnel}");
+    // Each refusal is seen on the host too: a box event with the box, the
+    // host and the port (HTTPS included, which the box only sees as a
+    // failed CONNECT).
+    let mut refusals = Vec::new();
+    for _ in 0..100 {
+        let mut s = c
+            .watch_boxes(v1::WatchBoxesRequest {
+                since_ms: 1,
+                // Now: the kept events, then the stream ends.
+                until_ms: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_millis() as i64,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        refusals.clear();
+        while let Some(e) = s.message().await.unwrap() {
+            if e.name == "net" && e.message.starts_with("egress refused") {
+                refusals.push(e.message);
+            }
+        }
+        if refusals.iter().any(|m| m.contains("example.com:443"))
+            && refusals
+                .iter()
+                .any(|m| m.contains(&format!("{ip}:{}", outside.port)))
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        refusals.iter().any(|m| m.contains("example.com:443")),
+        "{refusals:?}"
+    );
+    println!("refusal events: {refusals:#?}");
     let out = run(
         &mut c,
         "net",

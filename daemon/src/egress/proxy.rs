@@ -119,6 +119,11 @@ impl Proxy {
         }
     }
 
+    /// The `(host, port)` of each request refused from now on.
+    pub fn refusals(&self) -> tokio::sync::broadcast::Receiver<(String, u16)> {
+        self.rules.refusals()
+    }
+
     /// The bytes this proxy moved to and from the network.
     pub fn traffic(&self) -> Arc<Traffic> {
         self.traffic.clone()

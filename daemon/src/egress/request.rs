@@ -40,6 +40,8 @@ pub struct Rules {
     box_name: String,
     allow: AllowList,
     secrets: Secrets,
+    /// Each refused `(host, port)`, for whoever listens ([`Rules::refusals`]).
+    refused: tokio::sync::broadcast::Sender<(String, u16)>,
 }
 
 /// What to do with an allowed request.
@@ -80,7 +82,14 @@ impl Rules {
             box_name: box_name.into(),
             allow,
             secrets,
+            refused: tokio::sync::broadcast::channel(64).0,
         }
+    }
+
+    /// The `(host, port)` of every request refused from now on (a slow
+    /// listener misses some: they are reports, not the decision).
+    pub fn refusals(&self) -> tokio::sync::broadcast::Receiver<(String, u16)> {
+        self.refused.subscribe()
     }
 
     pub(super) fn box_name(&self) -> &str {
@@ -144,6 +153,7 @@ impl Rules {
             return Ok(());
         }
         info!(box_name, host, port, method, "egress refused");
+        let _ = self.refused.send((host.to_owned(), port));
         Err(Reply::not_allowed(host, box_name, &self.allow))
     }
 

@@ -255,6 +255,7 @@ impl NamespaceEngine {
             .unwrap_or_default();
         let limits = box_limits(&record.spec);
         self.watch_memory(record, &cgroup, &limits, sup.ended());
+        self.watch_refusals(record, &sup);
         let init = sup.init;
         let ended = sup.ended();
         self.running.lock().expect("sandbox table").insert(
@@ -840,6 +841,37 @@ pub(super) fn out_of_memory(limits: &cgroup::Limits) -> String {
 impl NamespaceEngine {
     /// Reports each kill of a box's process for memory, while the box runs
     /// (a box event, its reason included).
+    /// Reports each connection the box's egress proxy refuses (a target
+    /// once per ten seconds), while the box runs: a box event, and a line
+    /// in the daemon's log, with the box, the host and the port.
+    fn watch_refusals(&self, record: &BoxRecord, sup: &Supervisor) {
+        let (id, name) = (record.id.clone(), record.name.clone());
+        let (mut refusals, report) = (sup.refusals(), self.ended_tx.clone());
+        let mut ended = sup.ended();
+        tokio::spawn(async move {
+            loop {
+                let refusal = tokio::select! {
+                    r = refusals.recv() => r,
+                    _ = ended.wait_for(Option::is_some) => return,
+                };
+                let (host, port) = match refusal {
+                    Ok(target) => target,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                tracing::info!(box_name = %name, host, port, "egress refused");
+                let _ = report.send(Report {
+                    id: id.clone(),
+                    name: name.clone(),
+                    message: format!(
+                        "egress refused: {host}:{port} is not on the box's allow-list (boxctl update --allow-net {host} BOX, then restart it)"
+                    ),
+                    ended: false,
+                });
+            }
+        });
+    }
+
     fn watch_memory(
         &self,
         record: &BoxRecord,

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use super::wire::{self, ExecInfo, Frame, Push, Reply, Request, RunSpec, Start, Up};
 use crate::engine::ExitStatus;
@@ -36,6 +36,8 @@ pub struct Supervisor {
     exits: Arc<Mutex<HashMap<String, watch::Sender<Option<ExitStatus>>>>>,
     /// Why the box ended, once it has (or its supervisor went away).
     ended: watch::Receiver<Option<String>>,
+    /// Connections its egress proxy refused, `(host, port)`.
+    refused: broadcast::Sender<(String, u16)>,
 }
 
 /// How an exec ends whose supervisor went away before it said.
@@ -154,7 +156,8 @@ impl Supervisor {
             .collect();
         let exits = Arc::new(Mutex::new(exits));
         let (ended_tx, ended) = watch::channel(None);
-        tokio::spawn(watch_pushes(r, w, exits.clone(), ended_tx));
+        let refused = broadcast::channel(64).0;
+        tokio::spawn(watch_pushes(r, w, exits.clone(), ended_tx, refused.clone()));
         Ok((
             Arc::new(Supervisor {
                 socket,
@@ -164,6 +167,7 @@ impl Supervisor {
                 ports,
                 exits,
                 ended,
+                refused,
             }),
             execs,
         ))
@@ -171,6 +175,12 @@ impl Supervisor {
 
     pub fn ended(&self) -> watch::Receiver<Option<String>> {
         self.ended.clone()
+    }
+
+    /// The targets the box's egress proxy refuses from now on, as the
+    /// supervisor reports them.
+    pub fn refusals(&self) -> broadcast::Receiver<(String, u16)> {
+        self.refused.subscribe()
     }
 
     async fn open(&self, request: &Request) -> Result<(OwnedReadHalf, OwnedWriteHalf)> {
@@ -271,6 +281,7 @@ async fn watch_pushes(
     _w: OwnedWriteHalf,
     exits: Arc<Mutex<HashMap<String, watch::Sender<Option<ExitStatus>>>>>,
     ended: watch::Sender<Option<String>>,
+    refused: broadcast::Sender<(String, u16)>,
 ) {
     while let Ok(Some(frame)) = wire::read(&mut r).await {
         match frame.parse::<Push>() {
@@ -283,6 +294,9 @@ async fn watch_pushes(
             }
             Ok(Push::Ended(reason)) => {
                 ended.send_replace(Some(reason));
+            }
+            Ok(Push::Refused { host, port }) => {
+                let _ = refused.send((host, port));
             }
             _ => {}
         }

@@ -130,8 +130,8 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
             .map(|_| super::super::egress::PROXY_PORT);
         let (proxy, traffic) = match super::super::finish::finish(init, port).await? {
             Some(listener) => {
-                let (guard, traffic) = start_proxy(&start, listener)?;
-                (Some(guard), Some(traffic))
+                let (guard, traffic, refusals) = start_proxy(&start, listener)?;
+                (Some(guard), Some((traffic, refusals)))
             }
             None => (None, None),
         };
@@ -166,6 +166,11 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
     tracing::info!(box_name = %start.box_name, pid1, init, ports = ?relays.published(), "box running");
 
     let ended = sandbox.ended();
+    let pushes = broadcast::channel(256).0;
+    let traffic = traffic.map(|(traffic, refusals)| {
+        tokio::spawn(push_refusals(refusals, pushes.clone()));
+        traffic
+    });
     let sup = Arc::new(Sup {
         pid1,
         init,
@@ -175,7 +180,7 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
         traffic,
         relays,
         execs: Mutex::new(HashMap::new()),
-        pushes: broadcast::channel(256).0,
+        pushes: pushes.clone(),
         stops: Default::default(),
         socket_ino: std::fs::metadata(start.dir.join(wire::SOCKET))
             .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
@@ -973,7 +978,11 @@ async fn stdin(
 fn start_proxy(
     start: &Start,
     listener: std::net::TcpListener,
-) -> Result<(tokio_util::sync::DropGuard, Arc<crate::egress::Traffic>)> {
+) -> Result<(
+    tokio_util::sync::DropGuard,
+    Arc<crate::egress::Traffic>,
+    broadcast::Receiver<(String, u16)>,
+)> {
     use crate::egress::{AllowList, Proxy, Secrets};
     let egress = start.egress.as_ref().expect("a box with a proxy");
     // Validated at create; an old record that no longer parses is refused.
@@ -992,7 +1001,36 @@ fn start_proxy(
     )]);
     let proxy = Arc::new(Proxy::new(start.box_name.clone(), allow, secrets, aliases));
     let traffic = proxy.traffic();
+    let refusals = proxy.refusals();
     let stop = tokio_util::sync::CancellationToken::new();
     tokio::spawn(proxy.serve(listener, stop.clone()));
-    Ok((stop.drop_guard(), traffic))
+    Ok((stop.drop_guard(), traffic, refusals))
+}
+
+/// How long a refused target stays quiet after it was reported: a box
+/// retrying a refused host in a loop makes one event per target per
+/// [`REFUSAL_QUIET`], not a flood.
+pub const REFUSAL_QUIET: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Pushes the proxy's refusals to the daemon, each target once per
+/// [`REFUSAL_QUIET`].
+async fn push_refusals(
+    mut refusals: broadcast::Receiver<(String, u16)>,
+    pushes: broadcast::Sender<Push>,
+) {
+    let mut told: HashMap<(String, u16), std::time::Instant> = HashMap::new();
+    loop {
+        let (host, port) = match refusals.recv().await {
+            Ok(target) => target,
+            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let now = std::time::Instant::now();
+        told.retain(|_, at| now.duration_since(*at) < REFUSAL_QUIET);
+        if told.contains_key(&(host.clone(), port)) || told.len() >= 1024 {
+            continue;
+        }
+        told.insert((host.clone(), port), now);
+        let _ = pushes.send(Push::Refused { host, port });
+    }
 }

@@ -196,6 +196,9 @@ pub enum Push {
     Ended(String),
     /// A subscription's end: all output was sent before it.
     Exit(ExitStatus),
+    /// The egress proxy refused a connection to `host:port` (once per
+    /// [`super::serve::REFUSAL_QUIET`] for the same target).
+    Refused { host: String, port: u16 },
 }
 
 /// What the daemon sends up a subscription.
