@@ -50,6 +50,17 @@ pub async fn bind(socket: &Path) -> Result<UnixListener, ListenError> {
     };
     match trust::check_socket_dir(me, &real_dir, st) {
         Ok(()) => {}
+        Err(u) if matches!(u.problem, trust::Problem::SocketDirOpen(m) if m & 0o1022 != 0) => {
+            // A shared directory (`/tmp`, a group's): others use it by
+            // design, so it is never changed, and never trusted.
+            return Err(ListenError::Setup(format!(
+                "refusing to listen on {}: its directory {} is shared (mode {:04o}) and boxd does not change a shared directory; give the socket a directory of its own (for example {}/boxd-{me}/boxd.sock)",
+                socket.display(),
+                real_dir.display(),
+                st.perms(),
+                real_dir.display(),
+            )));
+        }
         Err(u) if matches!(u.problem, trust::Problem::SocketDirOpen(_)) => {
             // Ours (check_socket_dir judged the owner first): closed, not refused.
             tracing::warn!(dir = %real_dir.display(), mode = format!("{:04o}", st.perms()), "the socket directory was open to other users; making it 0700");
@@ -298,6 +309,16 @@ mod tests {
         assert_eq!(mode(&open), 0o700);
         assert!(open.join("boxd.sock").exists());
         drop(l);
+        // A shared directory (sticky and everyone's, as /tmp; or a
+        // group's) is refused and left as it is.
+        for shared in [0o1777, 0o775] {
+            let dir = t.path().join(format!("shared-{shared:o}"));
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(shared)).unwrap();
+            let err = bind(&dir.join("boxd.sock")).await.unwrap_err().to_string();
+            assert!(err.contains("is shared"), "{err}");
+            assert_eq!(mode(&dir), shared, "a shared directory was changed");
+        }
     }
 
     #[tokio::test]
