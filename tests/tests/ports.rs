@@ -112,6 +112,29 @@ async fn a_published_port_serves_http_from_the_host() {
         in_box.split_whitespace().next().unwrap()
     );
 
+    // The box's network I/O counts what its ports moved: the 32 MiB out
+    // (and the requests in).
+    let stat = c
+        .box_stats(v1::BoxStatsRequest {
+            names: vec!["web".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .message()
+        .await
+        .unwrap()
+        .unwrap()
+        .boxes
+        .remove(0);
+    println!(
+        "stats after 32 MiB through the port: rx {} tx {}",
+        stat.net_rx_bytes, stat.net_tx_bytes
+    );
+    assert!(stat.net_tx_bytes >= 32 << 20, "{stat:?}");
+    assert!(stat.net_rx_bytes > 0, "{stat:?}");
+
     // Concurrent connections, each answered whole.
     let clients: Vec<_> = (0..16)
         .map(|i| {

@@ -9,11 +9,14 @@
 //! the box a way out.
 
 use std::os::fd::OwnedFd;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -90,6 +93,7 @@ impl Listeners {
     fn serve_at_most(self, inside: Arc<dyn Inside>, max: usize) -> Result<Relays> {
         let stop = CancellationToken::new();
         let limit = Arc::new(Semaphore::new(max));
+        let bytes = Arc::new(Bytes::default());
         let mut published = Vec::with_capacity(self.0.len());
         let mut tasks = Vec::with_capacity(self.0.len());
         for (port, listener) in self.0 {
@@ -102,10 +106,12 @@ impl Listeners {
                 inside.clone(),
                 limit.clone(),
                 stop.clone(),
+                bytes.clone(),
             )));
         }
         Ok(Relays {
             published,
+            bytes,
             stop,
             tasks: std::sync::Mutex::new(tasks),
             closed: AtomicBool::new(false),
@@ -116,6 +122,8 @@ impl Listeners {
 /// Ports being served.
 pub struct Relays {
     published: Vec<PortMapping>,
+    /// Bytes relayed, as the box's network traffic.
+    bytes: Arc<Bytes>,
     stop: CancellationToken,
     tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     closed: AtomicBool,
@@ -128,6 +136,15 @@ impl Relays {
             return Vec::new();
         }
         self.published.clone()
+    }
+
+    /// `(into the box, out of it)`: bytes relayed through published ports
+    /// so far, live connections included.
+    pub fn totals(&self) -> (u64, u64) {
+        (
+            self.bytes.into_box.load(Ordering::Relaxed),
+            self.bytes.out_of_box.load(Ordering::Relaxed),
+        )
     }
 
     /// Ends every relayed connection and closes the listeners; once this
@@ -149,6 +166,7 @@ async fn accept(
     inside: Arc<dyn Inside>,
     limit: Arc<Semaphore>,
     stop: CancellationToken,
+    bytes: Arc<Bytes>,
 ) {
     loop {
         let permit = tokio::select! {
@@ -171,14 +189,14 @@ async fn accept(
             },
             _ = stop.cancelled() => return,
         };
-        let (inside, stop) = (inside.clone(), stop.clone());
+        let (inside, stop, bytes) = (inside.clone(), stop.clone(), bytes.clone());
         tokio::spawn(async move {
             // The connect runs to its answer even when the ports close:
             // the zygote answers in order, and an answer nobody waits for
             // would go to the next request.
             if let Some(boxed) = connect(inside.as_ref(), box_port).await {
                 tokio::select! {
-                    _ = relay(host, boxed) => {}
+                    _ = relay(Counted { stream: host, bytes }, boxed) => {}
                     _ = stop.cancelled() => {}
                 }
             }
@@ -190,10 +208,60 @@ async fn accept(
 /// One connection's bytes both ways, each direction's end passed on
 /// (half-closes kept). (A port nothing listens on in the box never gets
 /// here: the host's connection is closed.)
-async fn relay(mut host: TcpStream, mut boxed: TcpStream) {
-    let _ = host.set_nodelay(true);
+async fn relay(mut host: Counted, mut boxed: TcpStream) {
+    let _ = host.stream.set_nodelay(true);
     let _ = boxed.set_nodelay(true);
     let _ = tokio::io::copy_bidirectional_with_sizes(&mut host, &mut boxed, BUFFER, BUFFER).await;
+}
+
+/// Relayed bytes, counted as they move.
+#[derive(Debug, Default)]
+struct Bytes {
+    into_box: AtomicU64,
+    out_of_box: AtomicU64,
+}
+
+/// The host side of a relayed connection: what is read from it goes into
+/// the box, what is written to it came out.
+struct Counted {
+    stream: TcpStream,
+    bytes: Arc<Bytes>,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        let n = (buf.filled().len() - before) as u64;
+        self.bytes.into_box.fetch_add(n, Ordering::Relaxed);
+        polled
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.stream).poll_write(cx, data);
+        if let Poll::Ready(Ok(n)) = polled {
+            self.bytes.out_of_box.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
 }
 
 /// A connection to `port` in the box: 127.0.0.1 first, then `::1` (a

@@ -591,13 +591,16 @@ enum Spawned {
 
 impl Sup {
     /// What the box uses now: its processes (below its pid 1 and its
-    /// zygote) and its egress traffic.
+    /// zygote) and its network traffic (through its egress proxy and its
+    /// published ports).
     fn usage(&self) -> Usage {
         let roots: Vec<i32> = [Some(self.pid1), self.zygote.pid]
             .into_iter()
             .flatten()
             .collect();
-        let (net_rx_bytes, net_tx_bytes) = self.traffic.as_ref().map_or((0, 0), |t| t.totals());
+        let (egress_rx, egress_tx) = self.traffic.as_ref().map_or((0, 0), |t| t.totals());
+        let (ports_rx, ports_tx) = self.relays.totals();
+        let (net_rx_bytes, net_tx_bytes) = (egress_rx + ports_rx, egress_tx + ports_tx);
         Usage {
             net_rx_bytes,
             net_tx_bytes,
