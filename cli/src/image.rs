@@ -197,6 +197,8 @@ pub struct PullView {
     show: Show,
     bars: MultiProgress,
     layer_bars: HashMap<String, ProgressBar>,
+    /// The spinner of the unpack, once the downloads are done.
+    unpacking: Option<ProgressBar>,
     style: ProgressStyle,
 }
 
@@ -207,6 +209,7 @@ impl PullView {
             show,
             bars: MultiProgress::new(),
             layer_bars: HashMap::new(),
+            unpacking: None,
             style: ProgressStyle::with_template(
                 "{prefix:>19} [{bar:30}] {bytes:>10}/{total_bytes:<10} {bytes_per_sec:>12}",
             )
@@ -269,10 +272,23 @@ impl PullView {
                 if show == Show::Lines {
                     eprintln!("unpacking");
                 }
+                if show == Show::Bars {
+                    // Downloads are done: what takes time now is the unpack.
+                    for b in self.layer_bars.values() {
+                        b.finish();
+                    }
+                    let spinner = self.bars.add(ProgressBar::new_spinner());
+                    spinner.set_message("unpacking the layers");
+                    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+                    self.unpacking = Some(spinner);
+                }
             }
             PullEvent::Done(info) => {
                 for b in self.layer_bars.values() {
                     b.finish();
+                }
+                if let Some(spinner) = self.unpacking.take() {
+                    spinner.finish_with_message("unpacked");
                 }
                 if show == Show::Lines {
                     eprintln!("pulled {} ({})", self.reference, info.digest);
