@@ -692,6 +692,10 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
         Command::Events(args) => events(ctx, args).await,
         Command::Doctor => doctor::run(ctx).await,
         Command::Jsonl => {
+            // Started when nothing answers, as every client does (one line
+            // on stderr); if that fails, the envelope's methods say
+            // `unavailable` with the reason.
+            let _ = ctx.client().await;
             let stdin = tokio::io::BufReader::new(tokio::io::stdin());
             match boxd_client::jsonl::driver::serve(&ctx.paths.socket, stdin, tokio::io::stdout())
                 .await

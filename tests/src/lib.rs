@@ -580,8 +580,10 @@ impl Jsonl {
                 c
             }
         };
+        // Never a daemon of its own: a test's daemon is the one meant.
         let mut child = cmd
             .env("BOXD_SOCKET", socket)
+            .env("BOXD_AUTOSTART", "0")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -287,6 +287,56 @@ fn without_a_daemon_every_method_is_unavailable() {
     assert!(status.success());
 }
 
+/// `boxctl jsonl` starts boxd when nothing answers, as `boxctl` and
+/// `harness-box-exec` do, saying so in one line on stderr.
+#[test]
+fn the_driver_starts_the_daemon() {
+    let dir = tempfile::Builder::new()
+        .prefix("boxd-jsonl-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let (home, socket) = (dir.path().join("home"), dir.path().join("s.sock"));
+    let mut child = std::process::Command::new(bin("boxctl"))
+        .arg("jsonl")
+        .env("BOXD_HOME", &home)
+        .env("BOXD_SOCKET", &socket)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::{BufRead, Write};
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        r#"{{"id":1,"method":"host.describe","params":{{}}}}"#
+    )
+    .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let frames: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    assert!(frames[0]["servicePid"].is_number(), "{frames:?}");
+    let reply = frames.iter().find(|f| f["id"] == 1).expect("a reply");
+    assert!(reply["result"].is_object(), "{reply}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.lines().filter(|l| l.contains("started boxd")).count(),
+        1,
+        "{err}"
+    );
+    let stop = std::process::Command::new(bin("boxctl"))
+        .args(["daemon", "stop"])
+        .env("BOXD_HOME", &home)
+        .env("BOXD_SOCKET", &socket)
+        .output()
+        .unwrap();
+    assert!(stop.status.success());
+}
+
 #[test]
 fn requests_are_dispatched_concurrently() {
     let d = Daemon::start();
