@@ -323,7 +323,7 @@ pub struct BoxFlags {
     /// keep-id[:uid=N[,gid=M]]: the owners of mounted directories become box
     /// user N (default: your uid), that box's default user, so a non-root
     /// user in the box writes there as the host user (podman's
-    /// --userns=keep-id; a root-run boxd only). Without it a mount's owner
+    /// --userns=keep-id). Without it a mount's owner
     /// is box root. boxd knows no other --userns mode: every box has a user
     /// namespace of its own.
     #[arg(long, value_name = "keep-id[:uid=N[,gid=M]]")]

@@ -46,7 +46,7 @@ pub struct Args {
     /// keep-id[:uid=N[,gid=M]]: mounted directories' owners become box user
     /// N (default: your uid), who runs the command, so an agent that will
     /// not run as root writes in the project as you (podman's
-    /// --userns=keep-id; a root-run boxd only).
+    /// --userns=keep-id).
     #[arg(long, value_name = "keep-id[:uid=N[,gid=M]]")]
     pub userns: Option<String>,
     /// K=V for the probe, the provisioning command, the command and the

@@ -280,6 +280,22 @@ impl IdMap {
         self.uid.iter().map(|e| e.count).sum::<u32>() > 1
     }
 
+    /// This map with box ids 0 and `uid` (as uids) and 0 and `gid` (as
+    /// gids) exchanged: keep-id on a user-run boxd, where the user (box
+    /// root in this map) becomes box user `uid`, and box root takes the
+    /// host id that `uid` had. The same host ids, so `newuidmap` allows it.
+    pub fn swapped(&self, uid: u32, gid: u32) -> IdMap {
+        IdMap {
+            uid: swap_extents(&self.uid, uid),
+            gid: swap_extents(&self.gid, gid),
+            writer: self.writer.clone(),
+            source: format!(
+                "{} (keep-id: box ids 0 and {uid}:{gid} exchanged)",
+                self.source
+            ),
+        }
+    }
+
     /// The host uid and gid of box root.
     pub fn root(&self) -> (u32, u32) {
         (
@@ -367,6 +383,40 @@ impl IdMap {
 /// The host's `nobody`.
 const NOBODY: u32 = 65_534;
 
+/// `extents` with box ids 0 and `n` exchanged ([`IdMap::swapped`]).
+fn swap_extents(extents: &[Extent], n: u32) -> Vec<Extent> {
+    let total = extents
+        .iter()
+        .map(|e| e.inside + e.count)
+        .max()
+        .unwrap_or(0);
+    if n == 0 || n >= total {
+        return extents.to_vec();
+    }
+    // (new inside, old inside, count)
+    let segments = [
+        (0, n, 1),
+        (1, 1, n - 1),
+        (n, 0, 1),
+        (n + 1, n + 1, total - n - 1),
+    ];
+    let mut out = Vec::new();
+    for (to, from, count) in segments {
+        for e in extents {
+            let lo = e.inside.max(from);
+            let hi = (e.inside + e.count).min(from + count);
+            if lo < hi {
+                out.push(Extent {
+                    inside: to + (lo - from),
+                    outside: e.outside + (lo - e.inside),
+                    count: hi - lo,
+                });
+            }
+        }
+    }
+    out
+}
+
 /// What [`IdMap::choose`] decides from.
 struct Host<'a> {
     uid: u32,
@@ -425,6 +475,32 @@ fn mapped(own: &str, start: u32, count: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_swapped_map_exchanges_two_box_ids_and_keeps_the_host_ids() {
+        let user = |inside, outside, count| Extent {
+            inside,
+            outside,
+            count,
+        };
+        let map = [user(0, 1000, 1), user(1, 100_000, 65_535)];
+        let swapped = swap_extents(&map, 1000);
+        let host = |v: &[Extent], id| host_id(v, id);
+        assert_eq!(host(&swapped, 1000), Some(1000), "box 1000 is the user");
+        assert_eq!(
+            host(&swapped, 0),
+            host(&map, 1000),
+            "box root takes 1000's id"
+        );
+        for id in [1, 999, 1001, 65_535] {
+            assert_eq!(host(&swapped, id), host(&map, id), "{id}");
+        }
+        let mut outside: Vec<u32> = (0..65_536).map(|i| host(&swapped, i).unwrap()).collect();
+        outside.sort_unstable();
+        outside.dedup();
+        assert_eq!(outside.len(), 65_536, "still one host id each");
+        assert_eq!(swap_extents(&map, 0), map.to_vec());
+    }
 
     const INIT_MAP: &str = "         0          0 4294967295\n";
 

@@ -465,7 +465,18 @@ impl Engine for NamespaceEngine {
                 self.make_disk(record).await?
             }
             None => self.make_upper(record)?,
-            Some(_) => self.copy_image(&image.rootfs, &rootfs(record)).await?,
+            Some(_) => match self.swap_of(&record.spec) {
+                Some(swap) => {
+                    self.copy_tree_swapping(
+                        &image.rootfs,
+                        &rootfs(record),
+                        swap,
+                        "copying the image into the box",
+                    )
+                    .await?
+                }
+                None => self.copy_image(&image.rootfs, &rootfs(record)).await?,
+            },
         }
         let config =
             serde_json::to_vec(&image.config).map_err(|e| Error::Internal(e.to_string()))?;
@@ -517,7 +528,8 @@ impl Engine for NamespaceEngine {
         };
         self.keep_id_possible(&record.spec)?;
         let (privileged, range) = (self.privileged, self.ids.is_range());
-        let box_root = self.ids.root();
+        let ids = self.ids_of(&record.spec);
+        let box_root = ids.root();
         let as_box = record.spec.keep_id.map_or((0, 0), |k| (k.uid, k.gid));
         let mounts = options::plan_mounts(&record.spec, hosts.as_deref(), |path| {
             (privileged && range)
@@ -549,7 +561,7 @@ impl Engine for NamespaceEngine {
             box_name: record.name.clone(),
             dir: record.dir.clone(),
             plan,
-            ids: self.ids.clone(),
+            ids,
             cgroup: (*cgroup).clone(),
             limits,
             nproc,
@@ -1058,6 +1070,10 @@ impl NamespaceEngine {
                     disk: Some((image, at)),
                 });
             }
+            let lower = match self.swap_of(&record.spec) {
+                Some(swap) => self.keep_id_lower(&lower, swap).await?,
+                None => lower,
+            };
             return Ok(Root::Overlay {
                 lower,
                 upper: upper(record),
@@ -1083,28 +1099,97 @@ impl NamespaceEngine {
         Ok(Root::Dir(dir))
     }
 
-    /// Warnings about mounts whose files box root cannot write.
-    /// keep-id needs idmapped mounts, which only a root-run boxd with a
-    /// range of ids can make: refused elsewhere, before anything is made.
+    /// keep-id needs a range of ids: idmapped mounts (a root-run boxd), or
+    /// a map of the user's subordinate ids in which the user is the keep-id
+    /// user (a user-run one). A single-id map cannot: refused, before
+    /// anything is made.
     fn keep_id_possible(&self, spec: &crate::model::BoxSpec) -> Result<()> {
         match spec.keep_id {
-            Some(k) if !(self.privileged && self.ids.is_range()) => {
-                Err(Error::FailedPrecondition(format!(
-                    "keep-id (mount owners as box user {}:{}) needs idmapped mounts, which only a boxd run by root can make; this boxd runs as uid {} and its box root is {}, so mounts are box root's: run the command as box root (the default), or run boxd as root",
-                    k.uid,
-                    k.gid,
-                    nix::unistd::getuid(),
-                    if self.ids.is_range() {
-                        "you"
-                    } else {
-                        "you, with no other ids"
-                    },
-                )))
-            }
+            Some(k) if !self.ids.is_range() => Err(Error::FailedPrecondition(format!(
+                "keep-id (mount owners as box user {}:{}) needs a range of ids, and this boxd (uid {}) has a single one: {}; add a range to /etc/subuid and /etc/subgid (boxctl doctor says how)",
+                k.uid,
+                k.gid,
+                nix::unistd::getuid(),
+                self.ids.source,
+            ))),
             _ => Ok(()),
         }
     }
 
+    /// What a user-run boxd exchanges in a keep-id box's files: box root
+    /// and the keep-id user (a root-run one idmaps its mounts instead).
+    fn swap_of(&self, spec: &crate::model::BoxSpec) -> Option<treecopy::Swap> {
+        match spec.keep_id {
+            Some(k) if !self.privileged && self.ids.is_range() => {
+                Some(treecopy::Swap::root_and(k.uid, k.gid))
+            }
+            _ => None,
+        }
+    }
+
+    /// The box's id map: the daemon's, or (keep-id, user-run) the same
+    /// host ids with box root and the keep-id user exchanged, so that the
+    /// user's files are the keep-id user's.
+    fn ids_of(&self, spec: &crate::model::BoxSpec) -> IdMap {
+        match (self.swap_of(spec), spec.keep_id) {
+            (Some(_), Some(k)) => self.ids.swapped(k.uid, k.gid),
+            _ => self.ids.clone(),
+        }
+    }
+
+    /// The image's files as a keep-id box of a user-run boxd must see them
+    /// through its exchanged map ([`Self::ids_of`]): a copy with the two
+    /// ids exchanged, made once per image and user next to the image's
+    /// own files (and removed with them).
+    async fn keep_id_lower(&self, lower: &Path, swap: treecopy::Swap) -> Result<PathBuf> {
+        let name = format!(
+            "{}-keep-id-{}-{}",
+            lower
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("rootfs"),
+            swap.uids.1,
+            swap.gids.1
+        );
+        let copy = lower.with_file_name(name);
+        if copy.is_dir() {
+            return Ok(copy);
+        }
+        let partial = copy.with_extension(format!("partial-{}", std::process::id()));
+        let _ = self.remove_tree(&partial).await;
+        self.copy_tree_swapping(lower, &partial, swap, "copying the image for keep-id")
+            .await?;
+        if std::fs::rename(&partial, &copy).is_err() {
+            // Another start made it meanwhile.
+            let _ = self.remove_tree(&partial).await;
+        }
+        Ok(copy)
+    }
+
+    /// [`Self::copy_tree`] with owners exchanged, as box root (a user-run
+    /// boxd with a range only).
+    async fn copy_tree_swapping(
+        &self,
+        source: &Path,
+        target: &Path,
+        swap: treecopy::Swap,
+        what: &str,
+    ) -> Result<()> {
+        let exe = std::env::current_exe().map_err(|e| Error::io("find the boxd binary", e))?;
+        let argv: Vec<OsString> = vec![
+            exe.into_os_string(),
+            treecopy::HELPER_ARG.into(),
+            source.into(),
+            target.into(),
+            swap.arg().into(),
+        ];
+        userns::run_as_box_root(&self.ids, &argv)
+            .await
+            .map(drop)
+            .map_err(|e| Error::Internal(format!("{what}: {e}")))
+    }
+
+    /// Warnings about mounts whose files box root cannot write.
     fn mount_warnings(&self, record: &BoxRecord) -> Vec<String> {
         if !self.privileged {
             // Box root is this user: another owner's files are nobody's.

@@ -43,24 +43,95 @@ pub const HELPER_ARG: &str = "__treecopy";
 /// `boxd __treecopy SRC DST`, run as box root for an unprivileged boxd
 /// (`userns::run_as_box_root`).
 pub fn helper_main(args: Vec<OsString>) -> ! {
-    match args.as_slice() {
-        [src, dst] => match copy_tree(Path::new(src), Path::new(dst)) {
+    let copied = match args.as_slice() {
+        [src, dst] => Some(copy_tree(Path::new(src), Path::new(dst))),
+        [src, dst, swap] => swap
+            .to_str()
+            .and_then(Swap::parse)
+            .map(|swap| copy_tree_swapping(Path::new(src), Path::new(dst), swap)),
+        _ => None,
+    };
+    match copied {
+        Some(copied) => match copied {
             Ok(()) => std::process::exit(0),
             Err(e) => {
                 eprintln!("boxd tree copy: {e}");
                 std::process::exit(1)
             }
         },
-        _ => {
+        None => {
             eprintln!("boxd tree copy: bad arguments");
             std::process::exit(2)
         }
     }
 }
 
+/// Two box ids a copy exchanges, as uids and as gids (keep-id's copy of an
+/// image for a user-run boxd: the host user becomes box user N, so what
+/// was box root's on disk must be N's and N's box root's for the box to
+/// see its image as it is). The default exchanges nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swap {
+    pub uids: (u32, u32),
+    pub gids: (u32, u32),
+}
+
+impl Swap {
+    /// Box root and `uid`:`gid`.
+    pub fn root_and(uid: u32, gid: u32) -> Swap {
+        Swap {
+            uids: (0, uid),
+            gids: (0, gid),
+        }
+    }
+
+    /// `A:B:C:D` ([`Swap::arg`]).
+    fn parse(word: &str) -> Option<Swap> {
+        let n: Vec<u32> = word
+            .split(':')
+            .map(|w| w.parse().ok())
+            .collect::<Option<_>>()?;
+        match n[..] {
+            [a, b, c, d] => Some(Swap {
+                uids: (a, b),
+                gids: (c, d),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The helper's argument.
+    pub fn arg(&self) -> String {
+        format!(
+            "{}:{}:{}:{}",
+            self.uids.0, self.uids.1, self.gids.0, self.gids.1
+        )
+    }
+
+    fn one(pair: (u32, u32), id: u32) -> u32 {
+        match id {
+            i if i == pair.0 => pair.1,
+            i if i == pair.1 => pair.0,
+            i => i,
+        }
+    }
+
+    fn owner(&self, st: &FileStat) -> (u32, u32) {
+        (
+            Self::one(self.uids, st.st_uid),
+            Self::one(self.gids, st.st_gid),
+        )
+    }
+}
+
 /// Copies the directory (or the one file: a stopped box's disk) `src` to
 /// `dst`, which must not exist.
 pub fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
+    copy_tree_swapping(src, dst, Swap::default())
+}
+
+/// [`copy_tree`], every owner exchanged as `swap` says.
+pub fn copy_tree_swapping(src: &Path, dst: &Path, swap: Swap) -> io::Result<()> {
     if std::fs::symlink_metadata(src)?.is_file() {
         let from =
             File::from(nix::fcntl::open(src, READ, Mode::empty()).map_err(|e| with(src, e))?);
@@ -78,18 +149,19 @@ pub fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
         );
         data(&from, &to, from.metadata()?.len())?;
         let st = nix::sys::stat::fstat(from.as_fd()).map_err(io::Error::from)?;
-        return meta(&from, &to, &st);
+        return meta(&from, &to, &st, swap);
     }
     let s = nix::fcntl::open(src, DIR, Mode::empty()).map_err(|e| with(src, e))?;
     nix::unistd::mkdir(dst, Mode::from_bits_truncate(0o700)).map_err(|e| with(dst, e))?;
     let d = nix::fcntl::open(dst, DIR, Mode::empty()).map_err(|e| with(dst, e))?;
     let mut copier = Copier {
+        swap,
         dst_root: d.try_clone()?,
         links: HashMap::new(),
     };
     copier.dir(&s, &d, PathBuf::new())?;
     let st = nix::sys::stat::fstat(s.as_fd()).map_err(io::Error::from)?;
-    meta(&s, &d, &st)
+    meta(&s, &d, &st, swap)
 }
 
 fn with(path: &Path, e: Errno) -> io::Error {
@@ -100,6 +172,7 @@ fn with(path: &Path, e: Errno) -> io::Error {
 }
 
 struct Copier {
+    swap: Swap,
     dst_root: OwnedFd,
     /// Files with more than one link seen so far: where their first copy is.
     links: HashMap<(u64, u64), PathBuf>,
@@ -140,7 +213,7 @@ impl Copier {
                         .map_err(io::Error::from)?;
                     self.dir(&sub, &dsub, here)?;
                     let st = nix::sys::stat::fstat(sub.as_fd()).map_err(io::Error::from)?;
-                    meta(&sub, &dsub, &st)?;
+                    meta(&sub, &dsub, &st, self.swap)?;
                 }
                 SFlag::S_IFREG => self.file(s, d, &c, here)?,
                 SFlag::S_IFLNK => {
@@ -149,7 +222,7 @@ impl Copier {
                     };
                     nix::unistd::symlinkat(target.as_os_str(), d.as_fd(), c.as_c_str())
                         .map_err(io::Error::from)?;
-                    entry_meta(d.as_fd(), &c, &st)?;
+                    entry_meta(d.as_fd(), &c, &st, self.swap)?;
                 }
                 _ => {
                     // FIFOs, sockets, devices (whiteouts among them).
@@ -161,7 +234,7 @@ impl Copier {
                         st.st_rdev,
                     )
                     .map_err(io::Error::from)?;
-                    entry_meta(d.as_fd(), &c, &st)?;
+                    entry_meta(d.as_fd(), &c, &st, self.swap)?;
                 }
             }
         }
@@ -202,7 +275,7 @@ impl Copier {
         let out = File::from(out);
         data(&src, &out, st.len())?;
         let fst = nix::sys::stat::fstat(src.as_fd()).map_err(io::Error::from)?;
-        meta(&src, &out, &fst)
+        meta(&src, &out, &fst, self.swap)
     }
 }
 
@@ -289,9 +362,10 @@ fn copy_plain(src: &File, out: &File, mut at: i64, to: i64) -> io::Result<()> {
 
 /// Owner, mode, extended attributes and times of `src` onto `dst` (both
 /// open: a file or a directory).
-fn meta(src: &impl AsFd, dst: &impl AsFd, st: &FileStat) -> io::Result<()> {
+fn meta(src: &impl AsFd, dst: &impl AsFd, st: &FileStat, swap: Swap) -> io::Result<()> {
     xattrs(src.as_fd(), dst.as_fd());
-    nix::unistd::fchown(dst.as_fd(), Some(st.st_uid.into()), Some(st.st_gid.into()))
+    let (uid, gid) = swap.owner(st);
+    nix::unistd::fchown(dst.as_fd(), Some(uid.into()), Some(gid.into()))
         .map_err(io::Error::from)?;
     nix::sys::stat::fchmod(dst.as_fd(), Mode::from_bits_truncate(st.st_mode & 0o7777))
         .map_err(io::Error::from)?;
@@ -300,12 +374,13 @@ fn meta(src: &impl AsFd, dst: &impl AsFd, st: &FileStat) -> io::Result<()> {
 }
 
 /// Owner and times of an entry that cannot be opened (a symlink, a node).
-fn entry_meta(dir: BorrowedFd<'_>, name: &CString, st: &FileStat) -> io::Result<()> {
+fn entry_meta(dir: BorrowedFd<'_>, name: &CString, st: &FileStat, swap: Swap) -> io::Result<()> {
+    let (uid, gid) = swap.owner(st);
     nix::unistd::fchownat(
         dir,
         name.as_c_str(),
-        Some(st.st_uid.into()),
-        Some(st.st_gid.into()),
+        Some(uid.into()),
+        Some(gid.into()),
         AtFlags::AT_SYMLINK_NOFOLLOW,
     )
     .map_err(io::Error::from)?;
