@@ -282,6 +282,12 @@ impl boxd_server::Boxd for Fake {
     ) -> Result<Response<v1::StopBoxResponse>, Status> {
         Err(Status::unimplemented(""))
     }
+    async fn update_box(
+        &self,
+        _: Request<v1::UpdateBoxRequest>,
+    ) -> Result<Response<v1::UpdateBoxResponse>, Status> {
+        Err(Status::unimplemented(""))
+    }
     async fn remove_box(
         &self,
         _: Request<v1::RemoveBoxRequest>,

@@ -1011,9 +1011,6 @@ async fn a_non_root_box_user_works_in_a_mount_as_its_owner_with_keep_id() {
             read_only: false,
         })
     };
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-
     let mut spec = busybox_spec();
     mount(&mut spec);
     up(&mut c, "plain-ids", spec).await;

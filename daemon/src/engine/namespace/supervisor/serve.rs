@@ -976,16 +976,17 @@ async fn stdin(
     }
 }
 
-/// Serves the box's egress proxy on `listener` (inside the box's network
-/// namespace) until the returned guard is dropped.
-fn start_proxy(
-    start: &Start,
-    listener: std::net::TcpListener,
-) -> Result<(
+/// A serving egress proxy: it stops when the guard drops; its traffic;
+/// the targets it refuses.
+type RunningProxy = (
     tokio_util::sync::DropGuard,
     Arc<crate::egress::Traffic>,
     broadcast::Receiver<(String, u16)>,
-)> {
+);
+
+/// Serves the box's egress proxy on `listener` (inside the box's network
+/// namespace) until the returned guard is dropped.
+fn start_proxy(start: &Start, listener: std::net::TcpListener) -> Result<RunningProxy> {
     use crate::egress::{AllowList, Proxy, Secrets};
     let egress = start.egress.as_ref().expect("a box with a proxy");
     // Validated at create; an old record that no longer parses is refused.
