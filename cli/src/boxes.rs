@@ -57,13 +57,14 @@ pub fn target(flags: &BoxFlags, first: Option<String>) -> Result<Target, Failure
 }
 
 /// The spec of `flags` (plus a box environment and working directory).
-pub fn box_spec(
-    flags: &BoxFlags,
-    image: &str,
-    env: &[String],
-    workdir: Option<&str>,
-) -> Result<BoxSpec, Failure> {
-    let cpus = match &flags.cpus {
+/// `--cpus` (rounded up to whole CPUs, with a note) and `--memory` (or the
+/// older `--memory-mib`) as boxd takes them.
+fn limits(
+    cpus: Option<&str>,
+    memory: Option<&str>,
+    memory_mib: Option<u32>,
+) -> Result<(Option<u32>, Option<u32>), Failure> {
+    let cpus = match cpus {
         None => None,
         Some(w) => {
             let (n, note) = words::cpus(w).map_err(Failure::usage)?;
@@ -73,10 +74,24 @@ pub fn box_spec(
             Some(n)
         }
     };
-    let memory_mib = match &flags.memory {
+    let memory_mib = match memory {
         Some(w) => Some(words::memory_mib(w).map_err(Failure::usage)?),
-        None => flags.memory_mib,
+        None => memory_mib,
     };
+    Ok((cpus, memory_mib))
+}
+
+pub fn box_spec(
+    flags: &BoxFlags,
+    image: &str,
+    env: &[String],
+    workdir: Option<&str>,
+) -> Result<BoxSpec, Failure> {
+    let (cpus, memory_mib) = limits(
+        flags.cpus.as_deref(),
+        flags.memory.as_deref(),
+        flags.memory_mib,
+    )?;
     let words = spec::SpecWords {
         image,
         cpus,
@@ -270,20 +285,11 @@ pub struct UpdateArgs {
 }
 
 pub async fn update(ctx: &Ctx, args: UpdateArgs) -> Result<u8, Failure> {
-    let cpus = match &args.cpus {
-        None => None,
-        Some(w) => {
-            let (n, note) = words::cpus(w).map_err(Failure::usage)?;
-            if let Some(note) = note {
-                eprintln!("boxctl: {note}");
-            }
-            Some(n)
-        }
-    };
-    let memory_mib = match &args.memory {
-        Some(w) => Some(words::memory_mib(w).map_err(Failure::usage)?),
-        None => args.memory_mib,
-    };
+    let (cpus, memory_mib) = limits(
+        args.cpus.as_deref(),
+        args.memory.as_deref(),
+        args.memory_mib,
+    )?;
     let allow_net = (args.no_net || !args.allow_net.is_empty()).then(|| v1::AllowNet {
         hosts: args.allow_net.clone(),
     });

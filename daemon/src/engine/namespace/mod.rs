@@ -484,21 +484,14 @@ impl Engine for NamespaceEngine {
             .map_err(|e| Error::io("write image.json", e))?;
 
         let spec = &record.spec;
-        let mut warnings = Vec::new();
-        let unenforced: Vec<&str> = [
-            (spec.cpus.is_some() && !self.cgroups.enforces("cpu")).then_some("cpus"),
-            (spec.memory_mib.is_some() && !self.cgroups.enforces("memory")).then_some("memory"),
-            (spec.disk_size_gb.is_some() && !self.disk_budgets()).then_some("disk size"),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        if !unenforced.is_empty() {
-            warnings.push(format!(
-                "not enforced on this host: {} (boxctl doctor says why)",
-                unenforced.join(", ")
-            ));
-        }
+        let mut warnings: Vec<String> = self
+            .unenforced(
+                spec.cpus.is_some(),
+                spec.memory_mib.is_some(),
+                spec.disk_size_gb.is_some(),
+            )
+            .into_iter()
+            .collect();
         if !spec.secrets.is_empty() {
             warnings.push(
                 "secrets are replaced in plain-HTTP requests only: inside HTTPS the placeholder goes out as it is"
@@ -675,20 +668,11 @@ impl Engine for NamespaceEngine {
             self.cgroups.create(&record.id, &limits)?;
         }
         let mut warnings = super::changes_at_next_start(&record.spec, new, false);
-        let unenforced: Vec<&str> = [
-            (new.cpus != record.spec.cpus && !self.cgroups.enforces("cpu")).then_some("cpus"),
-            (new.memory_mib != record.spec.memory_mib && !self.cgroups.enforces("memory"))
-                .then_some("memory"),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        if !unenforced.is_empty() {
-            warnings.push(format!(
-                "not enforced on this host: {} (boxctl doctor says why)",
-                unenforced.join(", ")
-            ));
-        }
+        warnings.extend(self.unenforced(
+            new.cpus != record.spec.cpus,
+            new.memory_mib != record.spec.memory_mib,
+            false,
+        ));
         Ok(warnings)
     }
 
@@ -1024,23 +1008,40 @@ impl NamespaceEngine {
     /// holes kept as holes (`--sparse=always`); as box root where only box
     /// root may read and give the boxes' ids.
     async fn copy_tree(&self, source: &Path, target: &Path, what: &str) -> Result<()> {
+        self.copy_tree_swapping(source, target, treecopy::Swap::default(), what)
+            .await
+    }
+
+    /// [`Self::copy_tree`], with two owners exchanged as `swap` says.
+    async fn copy_tree_swapping(
+        &self,
+        source: &Path,
+        target: &Path,
+        swap: treecopy::Swap,
+        what: &str,
+    ) -> Result<()> {
         // By descriptor, never following a symlink the box may have
         // swapped in (treecopy.rs); as box root for an unprivileged boxd
         // with a range, where the box's ids are its own.
         if !self.privileged && self.ids.is_range() {
             let exe = std::env::current_exe().map_err(|e| Error::io("find the boxd binary", e))?;
-            let argv: Vec<OsString> = vec![
+            let mut argv: Vec<OsString> = vec![
                 exe.into_os_string(),
                 treecopy::HELPER_ARG.into(),
                 source.into(),
                 target.into(),
             ];
+            if swap != treecopy::Swap::default() {
+                argv.push(swap.arg().into());
+            }
             return userns::run_as_box_root(&self.ids, &argv).await.map(drop);
         }
         let (source, target) = (source.to_path_buf(), target.to_path_buf());
-        let copied = tokio::task::spawn_blocking(move || treecopy::copy_tree(&source, &target))
-            .await
-            .map_err(|e| Error::Internal(format!("{what}: {e}")))?;
+        let copied = tokio::task::spawn_blocking(move || {
+            treecopy::copy_tree_swapping(&source, &target, swap)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("{what}: {e}")))?;
         copied.map_err(|e| match e.raw_os_error() {
             Some(libc::ENOSPC | libc::EDQUOT) => Error::no_space(what),
             _ => Error::Internal(format!("{what} failed: {e}")),
@@ -1097,6 +1098,24 @@ impl NamespaceEngine {
             }
         }
         Ok(Root::Dir(dir))
+    }
+
+    /// The warning for asked-for limits this host does not enforce.
+    fn unenforced(&self, cpus: bool, memory: bool, disk: bool) -> Option<String> {
+        let unenforced: Vec<&str> = [
+            (cpus && !self.cgroups.enforces("cpu")).then_some("cpus"),
+            (memory && !self.cgroups.enforces("memory")).then_some("memory"),
+            (disk && !self.disk_budgets()).then_some("disk size"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        (!unenforced.is_empty()).then(|| {
+            format!(
+                "not enforced on this host: {} (boxctl doctor says why)",
+                unenforced.join(", ")
+            )
+        })
     }
 
     /// keep-id needs a range of ids: idmapped mounts (a root-run boxd), or
@@ -1164,29 +1183,6 @@ impl NamespaceEngine {
             let _ = self.remove_tree(&partial).await;
         }
         Ok(copy)
-    }
-
-    /// [`Self::copy_tree`] with owners exchanged, as box root (a user-run
-    /// boxd with a range only).
-    async fn copy_tree_swapping(
-        &self,
-        source: &Path,
-        target: &Path,
-        swap: treecopy::Swap,
-        what: &str,
-    ) -> Result<()> {
-        let exe = std::env::current_exe().map_err(|e| Error::io("find the boxd binary", e))?;
-        let argv: Vec<OsString> = vec![
-            exe.into_os_string(),
-            treecopy::HELPER_ARG.into(),
-            source.into(),
-            target.into(),
-            swap.arg().into(),
-        ];
-        userns::run_as_box_root(&self.ids, &argv)
-            .await
-            .map(drop)
-            .map_err(|e| Error::Internal(format!("{what}: {e}")))
     }
 
     /// Warnings about mounts whose files box root cannot write.
