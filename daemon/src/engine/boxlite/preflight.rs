@@ -102,19 +102,15 @@ pub fn cpu_flags(cpuinfo: &str) -> Option<CpuFlags> {
 
 /// The host-fact part of the verdict: `Some` when the facts alone decide
 /// (a refusal), `None` when BoxLite's own check should have the last word.
+///
+/// What stops every user comes first (no KVM, a paravirtual hypervisor, no
+/// hardware virtualization): advice to join the kvm group would not help
+/// there.
 pub fn judge(facts: &HostFacts) -> Option<Verdict> {
-    match &facts.kvm {
-        KvmAccess::Missing => {
-            return Some(Verdict::no(
-                "/dev/kvm does not exist: KVM is not available (enable hardware virtualization, load kvm_intel or kvm_amd)",
-            ));
-        }
-        KvmAccess::Denied(e) => {
-            return Some(Verdict::no(format!(
-                "/dev/kvm cannot be opened read-write ({e}); add the user to the group owning /dev/kvm (usually kvm)"
-            )));
-        }
-        KvmAccess::Ok => {}
+    if facts.kvm == KvmAccess::Missing {
+        return Some(Verdict::no(
+            "/dev/kvm does not exist: KVM is not available (enable hardware virtualization, load kvm_intel or kvm_amd)",
+        ));
     }
     if facts.pvm_module {
         return Some(Verdict::no(PVM_REASON));
@@ -124,6 +120,11 @@ pub fn judge(facts: &HostFacts) -> Option<Verdict> {
         && !flags.hw_virt
     {
         return Some(Verdict::no(NO_VMX_REASON));
+    }
+    if let KvmAccess::Denied(e) = &facts.kvm {
+        return Some(Verdict::no(format!(
+            "/dev/kvm cannot be opened read-write ({e}); add the user to the group owning /dev/kvm (usually kvm)"
+        )));
     }
     None
 }
@@ -272,6 +273,19 @@ mod tests {
         .unwrap();
         assert!(!v.can_boot);
         assert!(v.reason.contains("Permission denied"), "{}", v.reason);
+    }
+
+    #[test]
+    fn no_group_advice_where_no_vm_boots_for_anyone() {
+        let denied = || KvmAccess::Denied("Permission denied (os error 13)".into());
+        for (pvm, cpuinfo, reason) in [
+            (true, BARE_METAL_SVM, PVM_REASON),
+            (false, PVM_CPUINFO, NO_VMX_REASON),
+        ] {
+            let v = judge(&facts(denied(), pvm, cpuinfo)).unwrap();
+            assert_eq!(v, Verdict::no(reason));
+            assert!(!v.reason.contains("group"), "{}", v.reason);
+        }
     }
 
     #[test]
