@@ -39,31 +39,61 @@ pub struct Sandbox {
     pub pid: i32,
 }
 
-/// A sealed, executable memfd holding the init, made once per daemon.
-fn init_memfd() -> Result<&'static OwnedFd> {
-    static FD: OnceLock<std::result::Result<OwnedFd, String>> = OnceLock::new();
-    FD.get_or_init(|| {
-        use nix::sys::memfd::{MFdFlags, memfd_create};
-        let fd = memfd_create(
-            c"boxd-init",
-            MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
-        )
-        .map_err(|e| format!("memfd_create: {e}"))?;
-        let mut file = std::fs::File::from(fd);
-        std::io::Write::write_all(&mut file, INIT).map_err(|e| format!("write init: {e}"))?;
-        let fd = OwnedFd::from(file);
-        // SAFETY: plain fcntl on an fd we own.
-        unsafe {
-            libc::fcntl(
-                fd.as_raw_fd(),
-                libc::F_ADD_SEALS,
-                libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL,
-            );
-        }
-        Ok(fd)
-    })
-    .as_ref()
-    .map_err(|e| Error::Internal(format!("preparing the box init: {e}")))
+/// Where a supervisor finds the daemon's init memfd ([`init_memfd`]).
+pub const SUPERVISOR_INIT_FD: i32 = 4;
+
+static INIT_FD_ONCE: OnceLock<std::result::Result<OwnedFd, String>> = OnceLock::new();
+
+/// A sealed, executable memfd holding the init, made once per daemon and
+/// shared by every box it starts: each supervisor gets the daemon's at
+/// [`SUPERVISOR_INIT_FD`] ([`adopt_init`]), so the init's pages exist once,
+/// not once per box.
+pub fn init_memfd() -> Result<&'static OwnedFd> {
+    INIT_FD_ONCE
+        .get_or_init(|| {
+            use nix::sys::memfd::{MFdFlags, memfd_create};
+            let fd = memfd_create(
+                c"boxd-init",
+                MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+            )
+            .map_err(|e| format!("memfd_create: {e}"))?;
+            let mut file = std::fs::File::from(fd);
+            std::io::Write::write_all(&mut file, INIT).map_err(|e| format!("write init: {e}"))?;
+            let fd = OwnedFd::from(file);
+            // SAFETY: plain fcntl on an fd we own.
+            unsafe {
+                libc::fcntl(
+                    fd.as_raw_fd(),
+                    libc::F_ADD_SEALS,
+                    libc::F_SEAL_WRITE
+                        | libc::F_SEAL_GROW
+                        | libc::F_SEAL_SHRINK
+                        | libc::F_SEAL_SEAL,
+                );
+            }
+            Ok(fd)
+        })
+        .as_ref()
+        .map_err(|e| Error::Internal(format!("preparing the box init: {e}")))
+}
+
+/// In a supervisor: takes the daemon's init memfd from
+/// [`SUPERVISOR_INIT_FD`] when it is one (sealed against writes), else
+/// leaves [`init_memfd`] to make one.
+pub fn adopt_init() {
+    // SAFETY: F_GET_SEALS on a descriptor number; an unopened one fails.
+    let seals = unsafe { libc::fcntl(SUPERVISOR_INIT_FD, libc::F_GET_SEALS) };
+    if seals < 0 || seals & libc::F_SEAL_WRITE == 0 {
+        return;
+    }
+    // SAFETY: the daemon placed its init memfd at this number for us, and
+    // nothing else here owns it.
+    let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(SUPERVISOR_INIT_FD) };
+    // Not for the supervisor's other children: the boot helper gets it
+    // passed at INIT_FD.
+    // SAFETY: plain fcntl on an fd we own.
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+    let _ = INIT_FD_ONCE.set(Ok(fd));
 }
 
 /// A seccomp program in a fresh memfd, read from the start by bwrap (a

@@ -68,6 +68,12 @@ impl Supervisor {
             .open(start.dir.join("supervisor.log"))
             .map_err(|e| Error::io("open supervisor.log", e))?;
         let mut helper = super::super::helper::Helper::new(super::serve::HELPER_ARG)?;
+        // One init for every box of this daemon (sandbox::adopt_init).
+        let init = super::super::sandbox::init_memfd()?;
+        helper.pass(
+            std::os::fd::AsRawFd::as_raw_fd(init),
+            super::super::sandbox::SUPERVISOR_INIT_FD,
+        );
         helper
             .cmd
             .current_dir("/")

@@ -54,6 +54,7 @@ pub fn helper_main() -> ! {
         Err(_) => std::process::exit(1),
     }
     let _ = nix::unistd::setsid();
+    super::super::sandbox::adopt_init();
     // SAFETY: the daemon placed the channel at this number for us.
     let channel = unsafe {
         <std::os::unix::net::UnixStream as std::os::fd::FromRawFd>::from_raw_fd(
