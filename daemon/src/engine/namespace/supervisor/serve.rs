@@ -672,17 +672,20 @@ impl Zygote {
                         // The supervisor signals this pid's process group:
                         // only a command the zygote forked in the box may
                         // be one (never a host process named by whatever
-                        // answered on the zygote's socket).
-                        tracing::warn!(
+                        // answered on the zygote's socket). A command that
+                        // exited at once may already be reaped and its pid
+                        // taken by another process (pid_max can be 32768):
+                        // so the exec waits for the zygote's exit report
+                        // of that pid, but holds pid 0, which is never
+                        // signalled.
+                        tracing::debug!(
                             pid,
-                            "refused a zygote reply naming a process that is not its command in the box"
+                            "a zygote reply names a process that is not its command in the box (now): it is never signalled"
                         );
+                        let (tx, rx) = oneshot::channel();
+                        exits.lock().expect("zygote").insert(pid, tx);
                         if let Some(p) = pending.lock().expect("zygote").take() {
-                            let _ = p.send(Spawned::Fail(
-                                126,
-                                "the box's zygote named a process that is not a command of the box"
-                                    .into(),
-                            ));
+                            let _ = p.send(Spawned::Pid(0, rx));
                         }
                     }
                     ZReply::Pid(pid) => {
