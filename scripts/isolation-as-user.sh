@@ -40,7 +40,7 @@ mkdir -p "$stage/target/debug/deps" "$stage/target/test-images"
 for suite in $suites; do
   cp "$(exe "$suite")" "$stage/target/debug/deps/$suite"
 done
-cp "$profile/boxd" "$profile/boxctl" "$profile/harness-box-exec" "$stage/target/debug/"
+cp "$profile/boxd" "$profile/boxd-box" "$profile/boxctl" "$profile/harness-box-exec" "$stage/target/debug/"
 # The busybox layout and the probes exist once the suite ran as root.
 cp -a "$target/test-images/busybox" "$target/test-images/probes" "$stage/target/test-images/"
 cp -a "$node" "$stage/node"

@@ -1,7 +1,12 @@
-//! The one way the namespace engine starts its helpers: re-executions of
-//! the daemon binary (`boxd __MODE …`, dispatched in `main` before any
-//! thread exists), each single-threaded so that it may join or create
-//! namespaces.
+//! The one way the namespace engine starts its helpers: executions of
+//! the helper binary (`boxd-box __MODE …`, `daemon/src/bin/boxd-box.rs`,
+//! dispatched before any thread exists), each single-threaded so that it
+//! may join or create namespaces. The daemon opens `boxd-box` beside its
+//! own executable once and runs every helper from that descriptor, so an
+//! upgrade on disk never mixes versions under one daemon; without it (a
+//! `boxd` copied alone), the daemon re-executes itself, which dispatches
+//! the same modes. A helper that starts helpers (a supervisor) runs its
+//! own binary again.
 //!
 //! Invariants, for every helper (and so for bubblewrap, every box's init
 //! and every command in a box, which they become or start):
@@ -14,12 +19,70 @@
 //! - it dies with the daemon (`PR_SET_PDEATHSIG`), with umask 022 and the
 //!   daemon's original open-file limit.
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 
 /// The helper's end of its channel with the daemon.
 pub const CHANNEL_FD: RawFd = 3;
+
+/// The helper binary's name, beside `boxd`.
+pub const HELPER_BINARY: &str = "boxd-box";
+/// Where a starting helper finds its own executable (close-on-exec, so
+/// gone once it runs): above every number a caller passes.
+const EXE_FD: RawFd = 20;
+
+/// The helper binary, opened once; `None`: this process's own executable.
+static EXE: OnceLock<Option<OwnedFd>> = OnceLock::new();
+
+/// Called first by `boxd-box`: its helpers run `/proc/self/exe`, itself.
+pub fn this_is_the_helper_binary() {
+    let _ = EXE.set(None);
+}
+
+/// The helper binary this process starts helpers from, if not itself:
+/// `boxd-box` beside the executable, a regular file that only its owner
+/// (root or this user) may write.
+fn exe() -> Option<&'static OwnedFd> {
+    EXE.get_or_init(|| {
+        use std::os::unix::fs::MetadataExt;
+        let path = std::env::current_exe().ok()?.with_file_name(HELPER_BINARY);
+        let file = std::fs::File::open(&path).ok()?;
+        let meta = file.metadata().ok()?;
+        let owner_ok = meta.uid() == 0 || meta.uid() == nix::unistd::geteuid().as_raw();
+        if !meta.is_file() || !owner_ok || meta.mode() & 0o022 != 0 || meta.mode() & 0o100 == 0 {
+            tracing::warn!(path = %path.display(), "not using the helper binary (not a regular executable only its owner may write); boxd runs its helpers itself");
+            return None;
+        }
+        Some(OwnedFd::from(file))
+    })
+    .as_ref()
+}
+
+/// What `ps` shows a helper as: the name of the binary it runs.
+fn arg0() -> &'static str {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| match exe() {
+        Some(_) => HELPER_BINARY.into(),
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "boxd".into()),
+    })
+}
+
+/// Which executable helpers run from (for `doctor` and logs).
+pub fn describe() -> String {
+    match exe() {
+        Some(fd) => std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| HELPER_BINARY.into()),
+        None => std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    }
+}
 
 /// A helper about to start: its command (add arguments, environment and
 /// stdio), descriptors to pass, and the daemon's end of the channel.
@@ -36,19 +99,25 @@ impl Helper {
     pub fn new(mode: &str) -> Result<Helper> {
         let (ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|e| Error::io("socketpair", e))?;
-        let mut cmd = tokio::process::Command::new("/proc/self/exe");
-        cmd.arg(mode).env_clear();
+        let (mut cmd, pass) = match exe() {
+            Some(fd) => (
+                tokio::process::Command::new(format!("/proc/self/fd/{EXE_FD}")),
+                vec![(fd.as_raw_fd(), EXE_FD)],
+            ),
+            None => (tokio::process::Command::new("/proc/self/exe"), Vec::new()),
+        };
+        cmd.arg0(arg0()).arg(mode).env_clear();
         Ok(Helper {
             cmd,
             ours,
             theirs,
-            pass: Vec::new(),
+            pass,
         })
     }
 
     /// Passes `fd` to the helper as descriptor `at` (above 3).
     pub fn pass(&mut self, fd: RawFd, at: RawFd) {
-        debug_assert!(at > CHANNEL_FD);
+        debug_assert!(at > CHANNEL_FD && at < EXE_FD);
         self.pass.push((fd, at));
     }
 
@@ -75,6 +144,13 @@ impl Helper {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 libc::umask(0o022);
                 place_fds(&moves)?;
+                // The executable is opened by its /proc path before the
+                // exec closes it: the helper never holds it.
+                if libc::fcntl(EXE_FD, libc::F_SETFD, libc::FD_CLOEXEC) < 0
+                    && std::io::Error::last_os_error().raw_os_error() != Some(libc::EBADF)
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
                 crate::limits::restore_in_child();
                 Ok(())
             });

@@ -33,7 +33,7 @@ mod copy;
 mod disk_cache;
 pub mod egress;
 mod finish;
-mod helper;
+pub mod helper;
 pub mod idmap;
 pub mod nsexec;
 pub mod options;
@@ -166,6 +166,7 @@ impl NamespaceEngine {
             }
             other => tracing::debug!(cgroups = %other.describe(), "cgroups"),
         }
+        tracing::debug!(helpers = %helper::describe(), "the per-box processes run");
         let info = EngineInfo {
             name: "namespace",
             version,

@@ -20,11 +20,12 @@ use super::boot::PlannedMount;
 use crate::error::{Error, Result};
 use crate::model::BoxSpec;
 
-/// Where the init's memfd, bwrap's info pipe and the seccomp programs sit
-/// in the bwrap process.
+/// Where the init's memfd, bwrap's info pipe, the seccomp programs and
+/// the init's ready pipe (`init.c`'s `READY_FD`) sit in the bwrap process.
 pub const INIT_FD: i32 = 10;
 pub const INFO_FD: i32 = 11;
 pub const SECCOMP_FDS: [i32; 2] = [12, 13];
+pub const READY_FD: i32 = 14;
 
 /// How many symlinks [`resolve_in_root`] follows before giving up (as the
 /// kernel's `ELOOP`).
@@ -38,6 +39,9 @@ pub fn bwrap_args(name: &str, stage: &Path) -> Vec<OsString> {
     let mut push = |words: &[&str]| a.extend(words.iter().map(OsString::from));
     push(&[
         "--unshare-pid",
+        // The box's init is its pid 1 (and reaps its orphans): no
+        // bubblewrap reaper process beside it.
+        "--as-pid-1",
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-net",

@@ -11,7 +11,7 @@ use super::boot::{self, Plan};
 use super::cgroup::BoxCgroup;
 use super::helper::Helper;
 use super::idmap::IdMap;
-use super::options::{INFO_FD, INIT_FD, SECCOMP_FDS};
+use super::options::{INFO_FD, INIT_FD, READY_FD, SECCOMP_FDS};
 use super::userns;
 use crate::error::{Error, Result};
 
@@ -31,11 +31,12 @@ pub struct Sandbox {
     kill: Option<tokio::sync::oneshot::Sender<()>>,
     /// `None` while bwrap runs; then why the box ended.
     ended: tokio::sync::watch::Receiver<Option<String>>,
-    /// Host pid of the box's pid 1 (bwrap's reaper): the first process to
-    /// go when the box ends.
+    /// Host pid of the box's pid 1, its init (bubblewrap's child, which
+    /// execs the init once the box is set up): the first process to go
+    /// when the box ends.
     pub pid1: i32,
-    /// Host pid of the box's init: it runs once the box is fully set up,
-    /// and execs join its namespaces and root.
+    /// Host pid of the box's init once it runs (the same process as
+    /// `pid1`): execs join its namespaces and root.
     pub pid: i32,
 }
 
@@ -252,6 +253,8 @@ impl Sandbox {
         let plan_json = serde_json::to_string(plan).map_err(|e| Error::Internal(e.to_string()))?;
         let (info_r, info_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| Error::io("pipe", e.into()))?;
+        let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| Error::io("pipe", e.into()))?;
         let filters = super::confine::filters().map_err(Error::Internal)?;
         let seccomp = [
             program_memfd(&filters.clone3)?,
@@ -262,6 +265,7 @@ impl Sandbox {
         helper.pass(info_w.as_raw_fd(), INFO_FD);
         helper.pass(seccomp[0].as_raw_fd(), SECCOMP_FDS[0]);
         helper.pass(seccomp[1].as_raw_fd(), SECCOMP_FDS[1]);
+        helper.pass(ready_w.as_raw_fd(), READY_FD);
         helper
             .cmd
             .arg(plan_json)
@@ -271,7 +275,7 @@ impl Sandbox {
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
         let booted = boot(helper, idmap, Some(cgroup), warnings).await;
-        drop((info_w, seccomp));
+        drop((info_w, ready_w, seccomp));
         let mut child = match booted {
             Ok(child) => child,
             Err((child, e)) => {
@@ -301,9 +305,10 @@ impl Sandbox {
             .and_then(|v| v.get("child-pid")?.as_i64())
             .map(|p| p as i32);
         // bwrap reports its pid 1 as soon as it is cloned, before the mounts
-        // and the pivot into the box: the box is ready once the init runs.
+        // and the pivot into the box: the box is ready once it runs the
+        // init.
         let init_pid = match pid1 {
-            Some(pid1) => wait_for_init(pid1).await,
+            Some(pid1) => wait_for_init(pid1, ready_r).await,
             None => None,
         };
         let (Some(pid1), Some(init_pid)) = (pid1, init_pid) else {
@@ -330,7 +335,7 @@ impl Sandbox {
             let pid = self.pid1;
             signal_box(pid, libc::SIGTERM);
             let deadline = tokio::time::Instant::now() + STOP_GRACE;
-            while tokio::time::Instant::now() < deadline && box_processes(pid).len() > 2 {
+            while tokio::time::Instant::now() < deadline && box_processes(pid).len() > 1 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
@@ -338,10 +343,10 @@ impl Sandbox {
             let _ = kill.send(());
         }
         let _ = self.ended.wait_for(Option::is_some).await;
-        // bwrap's pid 1 dies with it; wait until the namespace is gone. An
-        // exiting pid 1 first waits for every process of its namespace, so
-        // once it is a zombie (waiting for the system to reap it: it is
-        // not our child), the box is empty.
+        // The box's pid 1 (its init) dies with bwrap; wait until the
+        // namespace is gone. An exiting pid 1 first waits for every
+        // process of its namespace, so once it is a zombie (waiting for
+        // the system to reap it: it is not our child), the box is empty.
         for _ in 0..250 {
             if !process_alive(self.pid1) {
                 break;
@@ -400,26 +405,20 @@ impl Drop for Sandbox {
     }
 }
 
-/// Waits until a child of `pid1` runs the init (its executable is the
-/// `boxd-init` memfd). Gives up after 30 s or when `pid1` is gone.
-async fn wait_for_init(pid1: i32) -> Option<i32> {
-    let children = format!("/proc/{pid1}/task/{pid1}/children");
-    for _ in 0..3000 {
-        let Ok(list) = std::fs::read_to_string(&children) else {
-            return None;
-        };
-        for child in list
-            .split_whitespace()
-            .filter_map(|c| c.parse::<i32>().ok())
-        {
-            let exe = std::fs::read_link(format!("/proc/{child}/exe")).unwrap_or_default();
-            if exe.to_string_lossy().contains("boxd-init") {
-                return Some(child);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    None
+/// Waits until `pid1` runs the init (its executable is the `boxd-init`
+/// memfd): the init's first byte on its ready pipe, or the pipe's end
+/// (bubblewrap failed). Gives up after 30 s.
+async fn wait_for_init(pid1: i32, ready: OwnedFd) -> Option<i32> {
+    let read = tokio::task::spawn_blocking(move || {
+        let mut byte = [0u8; 1];
+        std::io::Read::read(&mut std::fs::File::from(ready), &mut byte).ok()
+    });
+    let n = tokio::time::timeout(Duration::from_secs(30), read)
+        .await
+        .ok()?
+        .ok()??;
+    let exe = std::fs::read_link(format!("/proc/{pid1}/exe")).unwrap_or_default();
+    (n == 1 && exe.to_string_lossy().contains("boxd-init")).then_some(pid1)
 }
 
 /// Whether a process exists and is not a zombie.
@@ -447,8 +446,8 @@ pub fn process_exiting(pid: i32) -> bool {
         .is_some_and(|flags| flags & PF_EXITING != 0)
 }
 
-/// Host pids of the processes in the box's pid namespace, bwrap's pid 1
-/// and the init included.
+/// Host pids of the processes in the box's pid namespace, its pid 1 (the
+/// init) included.
 fn box_processes(pid1: i32) -> Vec<i32> {
     let Ok(ns) = std::fs::read_link(format!("/proc/{pid1}/ns/pid")) else {
         return Vec::new();

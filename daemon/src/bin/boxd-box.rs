@@ -1,0 +1,16 @@
+//! `boxd-box`: the namespace engine's per-box processes (a box's
+//! supervisor, its boot helper and its zygote, and the daemon's other
+//! box-root helpers) in a binary of their own. boxd starts it from the
+//! descriptor it opened at its start (`engine::namespace::helper`), so a
+//! running box keeps a few hundred KiB of this program mapped rather
+//! than the daemon's whole binary, with its relocations, per process.
+
+fn main() {
+    boxd::engine::namespace::helper::this_is_the_helper_binary();
+    let mut args = std::env::args_os().skip(1);
+    if let Some(mode) = args.next().as_ref().and_then(|m| m.to_str()) {
+        boxd::engine::namespace::helper_main(mode, || args.collect());
+    }
+    eprintln!("boxd-box: the namespace engine's helper; boxd starts it, not people");
+    std::process::exit(2);
+}
