@@ -65,6 +65,7 @@ bench: deps
 	$(CARGO) bench --workspace --bench ports
 	$(CARGO) bench --workspace --bench cp
 	$(CARGO) bench --workspace --bench acp
+	$(CARGO) bench --workspace --bench footprint
 
 # Fuzz the JSONL line reader/request parser, the output encoder, request
 # validation, the namespace engine's bubblewrap translation, `docker save`

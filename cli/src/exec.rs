@@ -94,9 +94,8 @@ pub async fn exec(ctx: &Ctx, args: ExecArgs) -> Result<u8, Failure> {
     }
     check_terminal(&args.flags)?;
     let mut client = ctx.client().await.map_err(exec_failure)?;
-    crate::boxes::must_exist(&mut client, &args.name)
-        .await
-        .map_err(exec_failure)?;
+    // No lookup first (a round trip on every exec): a box that is not
+    // there fails the exec, which then says which box was meant.
     stream(ctx, &mut client, &args.name, &args.flags, &command).await
 }
 
@@ -225,9 +224,13 @@ async fn stream(
         resumable: !flags.detach,
         user: flags.user.clone().unwrap_or_default(),
     };
-    let exec = ExecStream::start(client, start)
-        .await
-        .map_err(|s| exec_failure(s.into()))?;
+    let exec = match ExecStream::start(client, start).await {
+        Ok(exec) => exec,
+        Err(s) if s.code() == boxd_client::tonic::Code::NotFound => {
+            return Err(exec_failure(crate::boxes::not_found(client, name, s).await));
+        }
+        Err(s) => return Err(exec_failure(s.into())),
+    };
     if flags.detach {
         // Started: it runs on without this stream.
         return Ok(0);

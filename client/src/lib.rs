@@ -142,7 +142,8 @@ pub async fn connect_unchecked(socket: &Path) -> Result<Client, ConnectError> {
     // The URI is required by the API but unused: the connector dials the socket.
     let endpoint = Endpoint::from_static("http://boxd.invalid")
         .initial_stream_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW);
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_frame_size(boxd_proto::wire::MAX_FRAME);
     let connector_path = path.clone();
     let channel = endpoint
         .connect_with_connector(tower::service_fn(move |_| {

@@ -63,7 +63,10 @@ pub async fn attach(exec: ExecStream, how: Attach) -> Result<v1::ExecExit, Statu
     if how.signals {
         forward_signals(input.clone(), how.tty);
     }
-    let mut stdout = std::io::stdout();
+    // Unbuffered, as a pipe is: no line scanning, no copy, each chunk out
+    // as it comes (after anything this process printed before).
+    let _ = std::io::stdout().flush();
+    let mut stdout = raw_stdout();
     // When our reader goes away (`| head`), the command is told as a pipe
     // would tell it: SIGPIPE, once. It then has a moment to end (its exit
     // is ours); one that ignores SIGPIPE does not keep this process.
@@ -83,9 +86,7 @@ pub async fn attach(exec: ExecStream, how: Attach) -> Result<v1::ExecExit, Statu
         };
         match next {
             Some(ExecEvent::Stdout(b)) => {
-                if reader_gone.is_none()
-                    && stdout.write_all(&b).and_then(|_| stdout.flush()).is_err()
-                {
+                if reader_gone.is_none() && stdout.write_all(&b).is_err() {
                     let _ = input.signal("SIGPIPE").await;
                     reader_gone = Some(tokio::time::Instant::now() + PIPE_GRACE);
                 }
@@ -95,6 +96,14 @@ pub async fn attach(exec: ExecStream, how: Attach) -> Result<v1::ExecExit, Statu
             None => return Err(Status::unavailable("boxd ended the exec without an exit")),
         }
     }
+}
+
+/// Descriptor 1 as a file that is never closed here.
+fn raw_stdout() -> std::mem::ManuallyDrop<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: descriptor 1 stays open for the process's life; the file is
+    // never dropped, so it is never closed here.
+    std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(1) })
 }
 
 /// The one line that tells a user of a reconnection.

@@ -267,6 +267,7 @@ async fn run(
         Server::builder()
             .initial_stream_window_size(boxd_proto::wire::STREAM_WINDOW)
             .initial_connection_window_size(boxd_proto::wire::CONNECTION_WINDOW)
+            .max_frame_size(boxd_proto::wire::MAX_FRAME)
             .add_service(InterceptedService::new(api, listener::check_peer))
             .serve_with_incoming_shutdown(incoming, async move { stop_serving.cancelled().await }),
     );

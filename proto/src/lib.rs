@@ -29,6 +29,10 @@ pub mod wire {
     /// (bounded bytes in flight) while letting bulk output run.
     pub const STREAM_WINDOW: u32 = 4 << 20;
     pub const CONNECTION_WINDOW: u32 = 16 << 20;
+    /// The largest HTTP/2 frame each side takes. At the 16 KiB default an
+    /// exec's output crosses in a frame (and a system call on each side)
+    /// per 16 KiB; at this size one chunk of output is one frame.
+    pub const MAX_FRAME: u32 = 1 << 20;
     /// The largest gRPC message either side accepts. Requests are small
     /// (the largest legitimate ones carry up to 2 MiB of environment and
     /// command line); bulk data moves as a stream of chunks.

@@ -5,6 +5,10 @@
 //!   root filesystem;
 //! - stdout throughput: 1 GiB through `cat` in a box, against the same bytes
 //!   through a direct pipe on the host;
+//! - the exec path at full speed: 1 GiB of `dd bs=1M` output through
+//!   `boxctl exec`, and 1 GiB into `dd`'s stdin through `boxctl exec -i`,
+//!   against the same `dd` on a host pipe, with the same reader (or
+//!   writer) at the other end, and the CPU every process spent;
 //! - create + start of a box from a cached image;
 //! - HTTP through a box's egress proxy (allow-listed `host.boxd.internal`)
 //!   against the same `wget` in a bubblewrap sandbox sharing the host's
@@ -51,6 +55,140 @@ async fn stdout_bytes(c: &mut Client, script: &str) -> u64 {
             Some(ExecEvent::Stdout(b)) => n += b.len() as u64,
             Some(ExecEvent::Exit(_)) => return n,
             _ => {}
+        }
+    }
+}
+
+/// One transfer: how long it took, and the CPU seconds of every process
+/// on its path.
+struct Flow {
+    secs: f64,
+    cpu: f64,
+}
+
+const MIB: usize = 1 << 20;
+
+/// Reads `r` to its end in 4 MiB reads: the bytes.
+fn drain(mut r: impl Read) -> u64 {
+    let mut buf = vec![0u8; 4 * MIB];
+    let mut n = 0u64;
+    loop {
+        match r.read(&mut buf).unwrap() {
+            0 => return n,
+            k => n += k as u64,
+        }
+    }
+}
+
+/// Writes `mib` MiB of zeros to `w` in 4 MiB writes, then closes it.
+fn feed(mut w: impl std::io::Write, mib: u64) {
+    let buf = vec![0u8; 4 * MIB];
+    let mut left = mib as usize * MIB;
+    while left > 0 {
+        let k = left.min(buf.len());
+        w.write_all(&buf[..k]).unwrap();
+        left -= k;
+    }
+}
+
+/// Runs `cmd` with `dd` at one end of its stdout (`out`) or stdin, this
+/// thread at the other, `mib` MiB through; the CPU of this thread, the
+/// children it reaps and `others` (the daemon, the box's processes).
+fn flow(mut cmd: Command, out: bool, mib: u64, others: &dyn Fn() -> f64) -> Flow {
+    use boxd_tests::procs::{children_cpu_seconds, thread_cpu_seconds};
+    cmd.stderr(Stdio::null());
+    if out {
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped());
+    } else {
+        cmd.stdin(Stdio::piped()).stdout(Stdio::null());
+    }
+    let cpu0 = thread_cpu_seconds() + children_cpu_seconds() + others();
+    let t = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    if out {
+        let n = drain(child.stdout.take().unwrap());
+        assert_eq!(n, mib * MIB as u64);
+    } else {
+        feed(child.stdin.take().unwrap(), mib);
+    }
+    assert!(child.wait().unwrap().success());
+    let secs = t.elapsed().as_secs_f64();
+    let cpu = thread_cpu_seconds() + children_cpu_seconds() + others() - cpu0;
+    Flow { secs, cpu }
+}
+
+/// `dd bs=1M` output and input through `boxctl exec`, against the same
+/// `dd` (the box's busybox) on a host pipe with the same reader or writer.
+fn dd_rows(d: &Daemon, rootfs: &std::path::Path, bytes: u64) {
+    use boxd_tests::procs::{box_processes, cpu_seconds};
+    let mib = (bytes / MIB as u64).max(1);
+    let busybox = rootfs.join("bin/busybox");
+    let host = |args: &[String]| {
+        let mut cmd = Command::new(&busybox);
+        cmd.arg("dd").args(args);
+        cmd
+    };
+    let boxd = |args: &[String], stdin: bool| {
+        let mut cmd = d.boxctl();
+        cmd.arg("exec");
+        if stdin {
+            cmd.arg("-i");
+        }
+        cmd.args(["bench", "--", "dd"]).args(args);
+        cmd
+    };
+    let daemon = d.pid();
+    let home = d.home.clone();
+    let boxd_cpu = move || {
+        let mut pids = box_processes(&home);
+        pids.push(daemon);
+        cpu_seconds(&pids)
+    };
+    let none = || 0.0;
+    let out_args = [
+        "if=/dev/zero".to_owned(),
+        "bs=1M".into(),
+        format!("count={mib}"),
+    ];
+    let in_args = ["of=/dev/null".to_owned(), "bs=1M".into()];
+    let rows = [
+        (
+            "stdout",
+            "host pipe: `dd` → the reader",
+            flow(host(&out_args), true, mib, &none),
+        ),
+        (
+            "stdout",
+            "`boxctl exec bench -- dd …` → the reader",
+            flow(boxd(&out_args, false), true, mib, &boxd_cpu),
+        ),
+        (
+            "stdin",
+            "host pipe: the writer → `dd`",
+            flow(host(&in_args), false, mib, &none),
+        ),
+        (
+            "stdin",
+            "the writer → `boxctl exec -i bench -- dd …`",
+            flow(boxd(&in_args, true), false, mib, &boxd_cpu),
+        ),
+    ];
+    println!(
+        "\n## the exec path at full speed ({mib} MiB of `dd bs=1M`, 4 MiB reads and writes at the bench's end)\n"
+    );
+    println!("| stream | path | seconds | MiB/s | vs host pipe | CPU-s per GiB, every process |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: |");
+    let gib = mib as f64 / 1024.0;
+    for pair in rows.chunks(2) {
+        let base = pair[0].2.secs;
+        for (stream, what, f) in pair {
+            println!(
+                "| {stream} | {what} | {:.2} | {:.0} | {:.2}x | {:.2} |",
+                f.secs,
+                mib as f64 / f.secs,
+                base / f.secs,
+                f.cpu / gib
+            );
         }
     }
 }
@@ -169,6 +307,7 @@ fn main() {
     let pipe_tp = t.elapsed();
     assert_eq!(n, bytes);
     let mib = bytes as f64 / (1 << 20) as f64;
+    dd_rows(&d, &rootfs, bytes);
 
     // Create, then start, from a cached image (the image is unpacked already).
     let (mut create, mut start) = (Vec::new(), Vec::new());

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod bench;
 pub mod image;
 pub mod podman;
+pub mod procs;
 pub mod registry;
 
 use std::path::PathBuf;

@@ -1,49 +1,8 @@
 //! What a running box costs on the host, beyond what it runs: properties
 //! of boxd's per-box processes (figures are `make bench`'s, never a test's).
 
-use std::path::Path;
-
+use boxd_tests::procs::box_processes;
 use boxd_tests::*;
-
-/// Every process below this home's box supervisors (a supervisor's stderr
-/// is its box's `supervisor.log`), the supervisors included.
-fn box_processes(home: &Path) -> Vec<u32> {
-    let parent = |pid: u32| -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat.rsplit_once(')')?
-            .1
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
-    };
-    let pids: Vec<u32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect();
-    let boxes = home.join("boxes");
-    let mut found: Vec<u32> = pids
-        .iter()
-        .copied()
-        .filter(|p| {
-            std::fs::read_link(format!("/proc/{p}/fd/2")).is_ok_and(|l| l.starts_with(&boxes))
-                && std::fs::read(format!("/proc/{p}/cmdline"))
-                    .is_ok_and(|c| c.windows(11).any(|w| w == b"__supervise"))
-        })
-        .collect();
-    loop {
-        let more: Vec<u32> = pids
-            .iter()
-            .copied()
-            .filter(|p| !found.contains(p) && parent(*p).is_some_and(|pp| found.contains(&pp)))
-            .collect();
-        if more.is_empty() {
-            return found;
-        }
-        found.extend(more);
-    }
-}
 
 /// The boxes of one daemon run one copy of the init: its memfd is made
 /// once per daemon and handed to every supervisor, not written again for

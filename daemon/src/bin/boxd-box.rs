@@ -6,6 +6,10 @@
 //! than the daemon's whole binary, with its relocations, per process.
 
 fn main() {
+    // Run from a descriptor, its command name would be the descriptor's
+    // number; `ps` and `top` show this instead.
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c"boxd-box".as_ptr()) };
     boxd::engine::namespace::helper::this_is_the_helper_binary();
     let mut args = std::env::args_os().skip(1);
     if let Some(mode) = args.next().as_ref().and_then(|m| m.to_str()) {

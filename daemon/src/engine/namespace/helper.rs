@@ -36,8 +36,12 @@ const EXE_FD: RawFd = 20;
 /// The helper binary, opened once; `None`: this process's own executable.
 static EXE: OnceLock<Option<OwnedFd>> = OnceLock::new();
 
+/// Whether this process runs the helper binary.
+static IN_HELPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Called first by `boxd-box`: its helpers run `/proc/self/exe`, itself.
 pub fn this_is_the_helper_binary() {
+    IN_HELPER.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = EXE.set(None);
 }
 
@@ -60,16 +64,13 @@ fn exe() -> Option<&'static OwnedFd> {
     .as_ref()
 }
 
-/// What `ps` shows a helper as: the name of the binary it runs.
+/// What `ps` shows a helper as: the name of the binary it runs (even
+/// once an upgrade replaced that binary on disk).
 fn arg0() -> &'static str {
-    static NAME: OnceLock<String> = OnceLock::new();
-    NAME.get_or_init(|| match exe() {
-        Some(_) => HELPER_BINARY.into(),
-        None => std::env::current_exe()
-            .ok()
-            .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| "boxd".into()),
-    })
+    match exe().is_some() || IN_HELPER.load(std::sync::atomic::Ordering::Relaxed) {
+        true => HELPER_BINARY,
+        false => "boxd",
+    }
 }
 
 /// Which executable helpers run from (for `doctor` and logs).
@@ -160,6 +161,17 @@ impl Helper {
             .map_err(|e| Error::io(format!("start {what}"), e))?;
         drop((cmd, theirs));
         Ok((child, ours))
+    }
+}
+
+/// Returns the free parts of this process's heap to the system: a
+/// long-lived helper (a supervisor, a zygote) calls it once it is set up,
+/// so what it needed only to start costs nothing per box afterwards.
+pub fn give_back_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

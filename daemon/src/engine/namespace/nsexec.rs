@@ -327,6 +327,7 @@ fn serve(args: &[OsString], sock: &OwnedFd) -> std::result::Result<(), String> {
     )
     .map_err(|e| format!("signalfd: {e}"))?;
     let mut buf = vec![0u8; MAX_PACKET];
+    super::helper::give_back_heap();
     loop {
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
         let mut fds = [

@@ -330,16 +330,17 @@ async fn watch_pushes(
 /// A subscription over a connection: output and the exit come down,
 /// acknowledgements (coalesced) go up.
 fn subscription(
-    mut r: OwnedReadHalf,
+    r: OwnedReadHalf,
     mut w: OwnedWriteHalf,
     start: Offsets,
     stdin_offset: u64,
 ) -> Subscription {
     let (tx, events) = mpsc::channel(8);
     tokio::spawn(async move {
+        let mut frames = wire::Reader::new(r);
         loop {
             let frame = tokio::select! {
-                f = wire::read(&mut r) => f,
+                f = frames.next() => f,
                 _ = tx.closed() => break,
             };
             let event = match frame {

@@ -165,6 +165,7 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
     });
     drop(channel);
     tracing::info!(box_name = %start.box_name, pid1, init, ports = ?relays.published(), "box running");
+    super::super::helper::give_back_heap();
 
     let ended = sandbox.ended();
     let pushes = broadcast::channel(256).0;
@@ -911,7 +912,7 @@ async fn hello(
 async fn subscription(
     exec: Arc<Exec>,
     from: Offsets,
-    mut r: tokio::net::unix::OwnedReadHalf,
+    r: tokio::net::unix::OwnedReadHalf,
     w: tokio::net::unix::OwnedWriteHalf,
 ) {
     let sub = LocalExec::subscription(exec.local.log(), from);
@@ -926,7 +927,8 @@ async fn subscription(
     let acks = sub.acks;
     let mut events = sub.events;
     let reader = tokio::spawn(async move {
-        while let Ok(Some(frame)) = wire::read(&mut r).await {
+        let mut frames = wire::Reader::new(r);
+        while let Ok(Some(frame)) = frames.next().await {
             if let Ok(Up::Ack(upto)) = frame.parse::<Up>() {
                 acks.ack(upto);
             }
@@ -957,7 +959,7 @@ async fn subscription(
 /// then answered with the offset reached.
 async fn stdin(
     exec: Arc<Exec>,
-    mut r: tokio::net::unix::OwnedReadHalf,
+    r: tokio::net::unix::OwnedReadHalf,
     mut w: tokio::net::unix::OwnedWriteHalf,
 ) {
     if wire::write(&mut w, &Frame::json(&Reply::Done))
@@ -966,7 +968,8 @@ async fn stdin(
     {
         return;
     }
-    while let Ok(Some(frame)) = wire::read(&mut r).await {
+    let mut frames = wire::Reader::new(r);
+    while let Ok(Some(frame)) = frames.next().await {
         let Frame::Stdin(at, data) = frame else {
             return;
         };

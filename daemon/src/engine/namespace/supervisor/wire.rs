@@ -17,7 +17,7 @@
 
 use std::path::PathBuf;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -231,52 +231,138 @@ fn invalid(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
 }
 
-/// Writes one frame (not flushed: wrap the writer as needed).
+/// Writes one frame (not flushed: wrap the writer as needed): its head
+/// and its body in one vectored write where the writer takes it, the
+/// body never copied.
 pub async fn write<W: AsyncWrite + Unpin>(w: &mut W, frame: &Frame) -> std::io::Result<()> {
-    let (kind, head, body): (u8, &[u8], &Bytes) = match frame {
+    let mut head = [0u8; 13];
+    let (kind, extra, body): (u8, &[u8], &Bytes) = match frame {
         Frame::Json(b) => (b'J', &[], b),
-        Frame::Output(s, b) => (
-            b'O',
-            match s {
-                Stream::Stdout => &[0],
-                Stream::Stderr => &[1],
-            },
-            b,
-        ),
+        Frame::Output(Stream::Stdout, b) => (b'O', &[0], b),
+        Frame::Output(Stream::Stderr, b) => (b'O', &[1], b),
         Frame::Stdin(at, b) => {
-            let mut buf = BytesMut::with_capacity(13 + b.len());
-            buf.put_u32((9 + b.len()) as u32);
-            buf.put_u8(b'I');
-            buf.put_u64(*at);
-            buf.put_slice(b);
-            return w.write_all(&buf).await;
+            head[5..13].copy_from_slice(&at.to_be_bytes());
+            (b'I', &[], b)
         }
     };
-    let len = 1 + head.len() + body.len();
+    let head_len = match frame {
+        Frame::Stdin(..) => 13,
+        _ => {
+            head[5..5 + extra.len()].copy_from_slice(extra);
+            5 + extra.len()
+        }
+    };
+    let len = head_len - 4 + body.len();
     if len > MAX_FRAME {
         return Err(invalid("frame too large"));
     }
-    let mut buf = BytesMut::with_capacity(4 + len);
-    buf.put_u32(len as u32);
-    buf.put_u8(kind);
-    buf.put_slice(head);
-    buf.put_slice(body);
-    w.write_all(&buf).await
+    head[..4].copy_from_slice(&(len as u32).to_be_bytes());
+    head[4] = kind;
+    write_both(w, &head[..head_len], body).await
 }
 
-/// Reads one frame; `None` at a clean end of the connection.
+/// Writes `head` then `body`, both whole.
+async fn write_both<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    mut head: &[u8],
+    mut body: &[u8],
+) -> std::io::Result<()> {
+    while !head.is_empty() || !body.is_empty() {
+        let n = if head.is_empty() {
+            w.write(body).await?
+        } else {
+            let parts = [std::io::IoSlice::new(head), std::io::IoSlice::new(body)];
+            w.write_vectored(&parts).await?
+        };
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let from_head = n.min(head.len());
+        head = &head[from_head..];
+        body = &body[n - from_head..];
+    }
+    Ok(())
+}
+
+/// Reads one frame, exactly (nothing after it is read); `None` at a
+/// clean end of the connection.
 pub async fn read<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<Option<Frame>> {
     let len = match r.read_u32().await {
         Ok(n) => n as usize,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
     };
+    check_len(len)?;
+    // Read into fresh space, not zeroed first.
+    let mut buf = BytesMut::with_capacity(len);
+    while buf.len() < len {
+        let want = (len - buf.len()) as u64;
+        if (&mut *r).take(want).read_buf(&mut buf).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    parse(buf.freeze())
+}
+
+/// The frames of one connection that carries many (output, stdin), read
+/// through a buffer kept between them: a read takes what the socket has
+/// (several small frames, or most of a large one), and each frame's body
+/// is split off the buffer without a copy; its space is reused once the
+/// bodies are dropped.
+pub struct Reader<R> {
+    r: R,
+    buf: BytesMut,
+}
+
+/// What a [`Reader`] asks the socket for at least, per read.
+const READ_AHEAD: usize = 64 << 10;
+
+impl<R: AsyncRead + Unpin> Reader<R> {
+    pub fn new(r: R) -> Reader<R> {
+        Reader {
+            r,
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// The next frame; `None` at a clean end of the connection.
+    pub async fn next(&mut self) -> std::io::Result<Option<Frame>> {
+        while self.buf.len() < 4 {
+            if self.fill(4).await? == 0 {
+                return match self.buf.is_empty() {
+                    true => Ok(None),
+                    false => Err(std::io::ErrorKind::UnexpectedEof.into()),
+                };
+            }
+        }
+        let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+        check_len(len)?;
+        while self.buf.len() < 4 + len {
+            if self.fill(4 + len).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        self.buf.advance(4);
+        parse(self.buf.split_to(len).freeze())
+    }
+
+    /// One read, with room for `want` bytes in all (and some to read ahead).
+    async fn fill(&mut self, want: usize) -> std::io::Result<usize> {
+        let need = want.saturating_sub(self.buf.len()).max(READ_AHEAD);
+        self.buf.reserve(need);
+        self.r.read_buf(&mut self.buf).await
+    }
+}
+
+fn check_len(len: usize) -> std::io::Result<()> {
     if len == 0 || len > MAX_FRAME {
         return Err(invalid(format!("bad frame length {len}")));
     }
-    let mut buf = BytesMut::zeroed(len);
-    r.read_exact(&mut buf).await?;
-    let mut body = buf.freeze();
+    Ok(())
+}
+
+/// A frame from its body (kind byte first).
+fn parse(mut body: Bytes) -> std::io::Result<Option<Frame>> {
     let kind = body.get_u8();
     Ok(Some(match kind {
         b'J' => Frame::Json(body),
@@ -322,6 +408,62 @@ mod tests {
         assert_eq!(read(&mut r).await.unwrap(), None);
     }
 
+    /// Through a pipe that takes a few bytes at a time, so that every
+    /// write and read is partial, heads and bodies split anywhere.
+    #[tokio::test]
+    async fn frames_survive_short_writes_and_reads() {
+        let big: Vec<u8> = (0..(1u32 << 20)).map(|i| (i * 7) as u8).collect();
+        let frames = vec![
+            Frame::Output(Stream::Stdout, Bytes::from(big.clone())),
+            Frame::Stdin(42, Bytes::from(big)),
+            Frame::json(&Reply::Taken(7)),
+            Frame::Output(Stream::Stderr, Bytes::from_static(b"e")),
+        ];
+        let (mut a, mut b) = tokio::io::duplex(7);
+        let sent = frames.clone();
+        let writer = tokio::spawn(async move {
+            for f in &sent {
+                write(&mut a, f).await.unwrap();
+            }
+        });
+        let mut reader = Reader::new(&mut b);
+        for f in &frames {
+            assert_eq!(reader.next().await.unwrap().as_ref(), Some(f));
+        }
+        writer.await.unwrap();
+        assert_eq!(reader.next().await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_reader_reads_what_read_reads() {
+        let frames = vec![
+            Frame::Output(Stream::Stdout, Bytes::from(vec![7u8; 200 << 10])),
+            Frame::json(&Up::Ack(Offsets::default())),
+            Frame::Output(Stream::Stderr, Bytes::from_static(b"x")),
+        ];
+        let mut buf = Vec::new();
+        for f in &frames {
+            write(&mut buf, f).await.unwrap();
+        }
+        let mut reader = Reader::new(&buf[..]);
+        for f in &frames {
+            assert_eq!(reader.next().await.unwrap().as_ref(), Some(f));
+        }
+        assert_eq!(reader.next().await.unwrap(), None);
+        // Cut anywhere, it is an error (or a clean end at a boundary).
+        for cut in [1, 3, 4, 5, 100, buf.len() - 1] {
+            let mut reader = Reader::new(&buf[..cut]);
+            let mut result = Ok(None);
+            for _ in 0..4 {
+                result = reader.next().await;
+                if !matches!(result, Ok(Some(_))) {
+                    break;
+                }
+            }
+            assert!(result.is_err(), "cut at {cut}: {result:?}");
+        }
+    }
+
     #[tokio::test]
     async fn bad_frames_are_errors_not_panics() {
         for bytes in [
@@ -334,6 +476,7 @@ mod tests {
         ] {
             let mut r = bytes;
             assert!(read(&mut r).await.is_err(), "{bytes:?}");
+            assert!(Reader::new(bytes).next().await.is_err(), "{bytes:?}");
         }
     }
 }
