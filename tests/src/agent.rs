@@ -35,6 +35,16 @@ pub fn node_image() -> PathBuf {
 /// `tests/acp/`, with its locked npm dependencies installed.
 pub fn acp_dir() -> PathBuf {
     let dir = workspace().join("tests/acp");
+    // Tests of one binary, and test binaries run side by side, install
+    // once: a second `npm ci` in the same directory removes what the
+    // first is writing.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _held = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let lock =
+        std::fs::File::create(dir.join(".npm-ci.lock")).expect("create tests/acp/.npm-ci.lock");
+    // SAFETY: flock on a descriptor this process holds; released when
+    // `lock` is dropped at the end of this function.
+    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
     let installed = [
         "@agentclientprotocol/sdk",
         "@zed-industries/claude-code-acp",
