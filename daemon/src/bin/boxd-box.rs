@@ -14,6 +14,10 @@ fn main() {
     let mut args = std::env::args_os().skip(1);
     if let Some(mode) = args.next().as_ref().and_then(|m| m.to_str()) {
         boxd::engine::namespace::helper_main(mode, || args.collect());
+        // An image unpacked as box root (`__userns` runs it again here).
+        if mode == boxd::image::UNPACK_HELPER_ARG {
+            boxd::image::unpack_helper_main(std::env::args_os().skip(2).collect());
+        }
     }
     eprintln!("boxd-box: the namespace engine's helper; boxd starts it, not people");
     std::process::exit(2);
