@@ -21,3 +21,22 @@ pub mod model;
 pub mod registry;
 pub mod service;
 pub mod validate;
+
+/// Runs the helper mode `argv[1]` names, if it names one, and never
+/// returns then: the namespace engine's helpers and the image store's
+/// unpack as box root. Both `boxd` and `boxd-box` start here, before any
+/// thread exists (a helper joins a user namespace), so the two binaries
+/// always know the same modes.
+pub fn run_helper_mode() {
+    let Some(mode) = std::env::args_os().nth(1) else {
+        return;
+    };
+    let Some(mode) = mode.to_str() else {
+        return;
+    };
+    let rest = || std::env::args_os().skip(2).collect();
+    engine::namespace::helper_main(mode, rest);
+    if mode == image::UNPACK_HELPER_ARG {
+        image::unpack_helper_main(rest());
+    }
+}

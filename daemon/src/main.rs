@@ -103,17 +103,9 @@ enum Sub {
 }
 
 fn main() -> ExitCode {
-    // The namespace engine's helpers must run before any thread exists:
-    // they join a user namespace.
-    if let Some(mode) = std::env::args_os().nth(1) {
-        let rest = || std::env::args_os().skip(2).collect();
-        if let Some(mode) = mode.to_str() {
-            engine::namespace::helper_main(mode, rest);
-            if mode == boxd::image::UNPACK_HELPER_ARG {
-                boxd::image::unpack_helper_main(rest());
-            }
-        }
-    }
+    // The helpers must run before any thread exists: they join a user
+    // namespace.
+    boxd::run_helper_mode();
     // SAFETY: no other thread exists yet.
     unsafe { engine::boxlite::runtime_dir::export() };
     let cli = Cli::parse();

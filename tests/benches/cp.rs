@@ -78,19 +78,7 @@ fn main() {
 
     let podman = match Podman::setup().and_then(|p| {
         let reference = p.load("busybox", &busybox())?;
-        p.try_cmd(&[
-            "run",
-            "-d",
-            "--pull",
-            "never",
-            "--network",
-            "none",
-            "--name",
-            "cpbench",
-            &reference,
-            "sleep",
-            "36000",
-        ])?;
+        p.run_sleeping("cpbench", &reference)?;
         Ok(p)
     }) {
         Ok(p) => Some(p),

@@ -122,19 +122,7 @@ fn podman_cost(p: &Podman, reference: &str, n: usize) -> Result<Cost, String> {
     let k0 = kernel_kib();
     let t = Instant::now();
     for i in 0..n {
-        p.try_cmd(&[
-            "run",
-            "-d",
-            "--pull",
-            "never",
-            "--network",
-            "none",
-            "--name",
-            &format!("fp{i}"),
-            reference,
-            "sleep",
-            "1000000",
-        ])?;
+        p.run_sleeping(&format!("fp{i}"), reference)?;
     }
     let start = t.elapsed() / n as u32;
     settle();

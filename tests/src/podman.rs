@@ -115,6 +115,24 @@ impl Podman {
         cmd
     }
 
+    /// Starts container `name` of `reference`, detached and with no
+    /// network, its init a long `sleep`.
+    pub fn run_sleeping(&self, name: &str, reference: &str) -> Result<String, String> {
+        self.try_cmd(&[
+            "run",
+            "-d",
+            "--pull",
+            "never",
+            "--network",
+            "none",
+            "--name",
+            name,
+            reference,
+            "sleep",
+            "1000000",
+        ])
+    }
+
     pub fn try_cmd(&self, args: &[&str]) -> Result<String, String> {
         let out = self.cmd().args(args).output().map_err(|e| e.to_string())?;
         if !out.status.success() {

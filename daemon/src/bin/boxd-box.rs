@@ -11,14 +11,7 @@ fn main() {
     // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
     unsafe { libc::prctl(libc::PR_SET_NAME, c"boxd-box".as_ptr()) };
     boxd::engine::namespace::helper::this_is_the_helper_binary();
-    let mut args = std::env::args_os().skip(1);
-    if let Some(mode) = args.next().as_ref().and_then(|m| m.to_str()) {
-        boxd::engine::namespace::helper_main(mode, || args.collect());
-        // An image unpacked as box root (`__userns` runs it again here).
-        if mode == boxd::image::UNPACK_HELPER_ARG {
-            boxd::image::unpack_helper_main(std::env::args_os().skip(2).collect());
-        }
-    }
+    boxd::run_helper_mode();
     eprintln!("boxd-box: the namespace engine's helper; boxd starts it, not people");
     std::process::exit(2);
 }

@@ -235,21 +235,20 @@ fn invalid(e: impl std::fmt::Display) -> std::io::Error {
 /// and its body in one vectored write where the writer takes it, the
 /// body never copied.
 pub async fn write<W: AsyncWrite + Unpin>(w: &mut W, frame: &Frame) -> std::io::Result<()> {
+    // Length, kind, then the stream byte or the stdin offset.
     let mut head = [0u8; 13];
-    let (kind, extra, body): (u8, &[u8], &Bytes) = match frame {
-        Frame::Json(b) => (b'J', &[], b),
-        Frame::Output(Stream::Stdout, b) => (b'O', &[0], b),
-        Frame::Output(Stream::Stderr, b) => (b'O', &[1], b),
+    let (kind, head_len, body) = match frame {
+        Frame::Json(b) => (b'J', 5, b),
+        Frame::Output(stream, b) => {
+            head[5] = match stream {
+                Stream::Stdout => 0,
+                Stream::Stderr => 1,
+            };
+            (b'O', 6, b)
+        }
         Frame::Stdin(at, b) => {
             head[5..13].copy_from_slice(&at.to_be_bytes());
-            (b'I', &[], b)
-        }
-    };
-    let head_len = match frame {
-        Frame::Stdin(..) => 13,
-        _ => {
-            head[5..5 + extra.len()].copy_from_slice(extra);
-            5 + extra.len()
+            (b'I', 13, b)
         }
     };
     let len = head_len - 4 + body.len();
