@@ -268,11 +268,6 @@ impl BoxCgroup {
         Ok(())
     }
 
-    /// The `cgroup.procs` files a helper writes its own pid to.
-    pub fn procs_files(&self) -> Vec<PathBuf> {
-        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
-    }
-
     /// How many times the kernel killed a process of the box for memory.
     pub fn oom_kills(&self) -> u64 {
         let Some((dir, v2)) = &self.memory else {

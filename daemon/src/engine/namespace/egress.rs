@@ -3,7 +3,7 @@
 //! A box with a non-empty allow-net still gets a network namespace of its
 //! own with only loopback: nothing routes out, DNS included. The daemon
 //! opens a listening socket on `127.0.0.1:3128` *inside* that namespace
-//! (through the box's finishing helper, [`super::finish`], since joining a
+//! (the box's zygote does it as it starts, [`super::finish`], since joining a
 //! namespace needs a single-threaded process) and serves the proxy on it
 //! from the host side, where the proxy resolves names and connects.
 //! Every exec gets `HTTP_PROXY`/`HTTPS_PROXY` (both cases) pointing there,
@@ -12,11 +12,7 @@
 //! placeholder in `$NAME`. The box's `/etc/hosts` names the host as
 //! [`HOST_ALIAS`], which the proxy maps to the host's loopback.
 
-use std::io::IoSliceMut;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-
-use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 
 use crate::error::{Error, Result};
 use crate::model::BoxSpec;
@@ -70,41 +66,6 @@ pub fn hosts_file(box_dir: &Path) -> Result<PathBuf> {
         })
         .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
     Ok(path)
-}
-
-/// One message from a helper: a socket as `SCM_RIGHTS`, `ok`, or `fail`
-/// and an error text.
-pub(super) fn receive(
-    channel: &std::os::unix::net::UnixStream,
-) -> std::result::Result<Option<OwnedFd>, String> {
-    let mut buf = [0u8; 512];
-    let mut space = nix::cmsg_space!([RawFd; 1]);
-    let mut iov = [IoSliceMut::new(&mut buf)];
-    let msg = recvmsg::<()>(
-        channel.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .map_err(|e| format!("recvmsg: {e}"))?;
-    let mut fd = None;
-    for c in msg.cmsgs().map_err(|e| format!("recvmsg: {e}"))? {
-        if let ControlMessageOwned::ScmRights(fds) = c {
-            for f in fds {
-                // SAFETY: the kernel just gave us this descriptor.
-                let owned = unsafe { OwnedFd::from_raw_fd(f) };
-                fd.get_or_insert(owned);
-            }
-        }
-    }
-    let n = msg.bytes;
-    let text = String::from_utf8_lossy(&buf[..n]).into_owned();
-    match fd {
-        Some(fd) => Ok(Some(fd)),
-        None if text == "ok" => Ok(None),
-        None if n > 0 => Err(text.strip_prefix("fail ").unwrap_or(&text).to_owned()),
-        None => Err("the helper ended without an answer".into()),
-    }
 }
 
 #[cfg(test)]

@@ -73,7 +73,6 @@ pub fn helper_main(mode: &str, args: impl FnOnce() -> Vec<OsString>) {
         nsexec::HELPER_ARG => nsexec::helper_main(args()),
         supervisor::serve::HELPER_ARG => supervisor::serve::helper_main(),
         boot::HELPER_ARG => boot::helper_main(args()),
-        finish::HELPER_ARG => finish::helper_main(args()),
         userns::HELPER_ARG => userns::helper_main(args()),
         archive::HELPER_ARG => archive::helper_main(args()),
         treecopy::HELPER_ARG => treecopy::helper_main(args()),

@@ -14,7 +14,10 @@
 //! - in: [`Request::Spawn`], with the command's stdin, stdout and stderr
 //!   passed as descriptors (`SCM_RIGHTS`); or [`Request::Connect`], a TCP
 //!   connection to a port on the box's own loopback (a published port);
-//! - out: [`Reply::Pid`] (the command was executed; its host pid is its
+//! - out: first, once, [`Reply::Ready`] when the zygote has finished the
+//!   box ([`super::finish`]: its `/proc` read-only, the egress proxy's
+//!   socket in the box passed along), or [`Reply::Fail`] and its end; then
+//!   [`Reply::Pid`] (the command was executed; its host pid is its
 //!   process group) or [`Reply::Fail`] (126 cannot execute, 127 not
 //!   found), or [`Reply::Connected`] with the socket passed back (its
 //!   connect perhaps still under way: it never blocks the zygote), in
@@ -78,6 +81,9 @@ pub enum Request {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub enum Reply {
+    /// The box is finished and the zygote serves requests; the egress
+    /// listener, when one was asked for, comes with this reply.
+    Ready,
     Pid(i32),
     Fail(i32, String),
     /// The connection's socket comes with this reply (non-blocking; its
@@ -87,19 +93,25 @@ pub enum Reply {
     Exit(i32, Option<i32>, Option<i32>),
 }
 
-/// Where the zygote finds the box, and what every command joins.
-pub struct Target {
+/// Where the zygote finds the box: the first packet it reads. The
+/// supervisor starts the zygote while the box boots and sends this once
+/// the box's init runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Enter {
     /// Host pid of a process in the box (its init).
     pub pid: i32,
-    /// The box's `cgroup.procs` files.
-    pub cgroups: Vec<std::path::PathBuf>,
-    /// `RLIMIT_NPROC` for the commands, where no cgroup limits processes.
-    pub nproc: Option<u64>,
+    /// The box's egress port: the zygote listens on it inside the box.
+    pub egress_port: Option<u16>,
 }
 
-/// Starts the zygote of the box `target`; returns it and the supervisor's
-/// end of its packet socket.
-pub fn start(target: &Target) -> Result<(tokio::process::Child, OwnedFd)> {
+/// Starts a box's zygote, which waits for [`Enter`]; `nproc` is
+/// `RLIMIT_NPROC` for the commands, where no cgroup limits processes.
+/// Returns it and the supervisor's end of its packet socket. The
+/// supervisor moves it into the box's cgroups (with the boot helper, at
+/// once: a cgroup v1 move waits for an RCU grace period, about 12 ms here,
+/// unless another move has just paid for one), so that every command is
+/// born in them.
+pub fn start(nproc: Option<u64>) -> Result<(tokio::process::Child, OwnedFd)> {
     use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
     let (ours, theirs) = socketpair(
         AddressFamily::Unix,
@@ -110,20 +122,9 @@ pub fn start(target: &Target) -> Result<(tokio::process::Child, OwnedFd)> {
     .map_err(|e| Error::io("socketpair", e.into()))?;
     let mut helper = super::helper::Helper::new(HELPER_ARG)?;
     helper.pass(theirs.as_raw_fd(), ZYGOTE_FD);
-    let cgroups: Vec<String> = target
-        .cgroups
-        .iter()
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
     helper
         .cmd
-        .arg(target.pid.to_string())
-        .arg(if cgroups.is_empty() {
-            "-".to_owned()
-        } else {
-            cgroups.join("\n")
-        })
-        .arg(target.nproc.map_or("-".to_owned(), |n| n.to_string()))
+        .arg(nproc.map_or("-".to_owned(), |n| n.to_string()))
         .current_dir("/")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -134,10 +135,19 @@ pub fn start(target: &Target) -> Result<(tokio::process::Child, OwnedFd)> {
     Ok((child, ours))
 }
 
+/// Tells a started zygote where the box is.
+pub fn enter(sock: &impl AsFd, enter: &Enter) -> Result<()> {
+    send_json(sock, enter, &[])
+}
+
 /// Sends one request with its descriptors (a spawn's stdio, or none).
 pub fn send(sock: &impl AsFd, request: &Request, fds: &[RawFd]) -> Result<()> {
+    send_json(sock, request, fds)
+}
+
+fn send_json(sock: &impl AsFd, message: &impl Serialize, fds: &[RawFd]) -> Result<()> {
     use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
-    let body = serde_json::to_vec(request).map_err(|e| Error::Internal(e.to_string()))?;
+    let body = serde_json::to_vec(message).map_err(|e| Error::Internal(e.to_string()))?;
     if body.len() > MAX_PACKET {
         return Err(Error::InvalidArgument(
             "the command and its environment exceed 1 MiB".into(),
@@ -235,7 +245,7 @@ pub fn box_pty(pid: i32, rows: u16, cols: u16) -> Result<(OwnedFd, OwnedFd)> {
 // ---------------------------------------------------------------------------
 // The zygote itself. Runs before anything else in `main`, single-threaded.
 
-/// `boxd __nsexec PID CGROUP-PROCS|- NPROC|-`, with its packet socket at
+/// `boxd __nsexec NPROC|-`, with its packet socket at
 /// [`ZYGOTE_FD`].
 pub fn helper_main(args: Vec<OsString>) -> ! {
     // SAFETY: the supervisor placed the socket at this number for us.
@@ -275,23 +285,13 @@ fn serve(args: &[OsString], sock: &OwnedFd) -> std::result::Result<(), String> {
             .and_then(|a| a.to_str())
             .ok_or("bad zygote arguments")
     };
-    let pid: i32 = word(0)?.parse().map_err(|_| "bad zygote pid")?;
-    let nproc: Option<u64> = match word(2)? {
+    let nproc: Option<u64> = match word(0)? {
         "-" => None,
         n => Some(n.parse().map_err(|_| "bad zygote nproc")?),
     };
-    // The zygote joins the box's cgroups (with the daemon's rights on
-    // them) before it enters the box, so that every command is born in
-    // them: moving a process between cgroups (v1) waits for an RCU grace
-    // period, about 10 ms here, which a fork does not. It keeps the kernel's
-    // OOM killer off itself where it may (commands get 500).
-    if word(1)? != "-" {
-        for procs in word(1)?.split('\n') {
-            std::fs::write(procs, "0")
-                .map_err(|e| format!("joining the box's cgroup {procs}: {e}"))?;
-        }
-        let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
-    }
+    // The kernel's OOM killer stays off the zygote where it may (commands
+    // get 500).
+    let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
     let oom = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -301,8 +301,35 @@ fn serve(args: &[OsString], sock: &OwnedFd) -> std::result::Result<(), String> {
             let own = std::fs::read("/proc/self/oom_score_adj").ok()?;
             Some((f, own.trim_ascii().to_vec()))
         });
+    // Where the box is, once it runs (the supervisor has moved the zygote
+    // into the box's cgroups by then); nothing: the start failed.
+    let mut first = [0u8; 512];
+    let n = loop {
+        match nix::sys::socket::recv(
+            sock.as_raw_fd(),
+            &mut first,
+            nix::sys::socket::MsgFlags::empty(),
+        ) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(format!("recv: {e}")),
+            Ok(0) => return Ok(()),
+            Ok(n) => break n,
+        }
+    };
+    let Enter { pid, egress_port } =
+        serde_json::from_slice(&first[..n]).map_err(|e| format!("bad zygote start: {e}"))?;
     let the_box = Joins { nproc, oom };
     enter_box(pid)?;
+    // The box's last steps, with the zygote's privileges in the box and
+    // before any command exists; a failure is the start's.
+    match super::finish::in_the_box(egress_port) {
+        Ok(None) => reply_to(sock, &Reply::Ready)?,
+        Ok(Some(listener)) => reply_with(sock, &Reply::Ready, &[listener.as_raw_fd()])?,
+        Err(why) => {
+            let _ = reply_to(sock, &Reply::Fail(0, why.clone()));
+            return Err(why);
+        }
+    }
     // The zygote confines itself once, exactly as the box's processes are
     // (box root's few capabilities, `no_new_privs`, the seccomp filter):
     // every command it forks is born confined, with no step of its own.

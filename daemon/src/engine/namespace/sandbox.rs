@@ -144,7 +144,7 @@ pub enum ProbeError {
 async fn boot(
     helper: Helper,
     ids: &IdMap,
-    cgroup: Option<&BoxCgroup>,
+    cgroup: Option<(&BoxCgroup, Option<i32>)>,
     warnings: &mut Vec<String>,
 ) -> std::result::Result<Child, (Option<Child>, BootError)> {
     let (child, ours) = helper
@@ -159,8 +159,16 @@ async fn boot(
             .into_split();
         let mut lines = tokio::io::BufReader::new(read.take(MAX_CHANNEL)).lines();
         // The helper joins the box's cgroups before its namespace exists:
-        // bubblewrap and everything in the box start inside.
-        let join = |pid| cgroup.map_or(Ok(()), |cg| cg.attach(pid));
+        // bubblewrap and everything in the box start inside. The zygote
+        // joins in the same moment: a cgroup v1 move waits for an RCU grace
+        // period (about 12 ms here) unless another move has just paid one.
+        let join = |pid| match cgroup {
+            None => Ok(()),
+            Some((cg, zygote)) => {
+                cg.attach(pid)?;
+                zygote.map_or(Ok(()), |z| cg.attach(z))
+            }
+        };
         userns::map_helper(&mut lines, &mut write, pid, ids, join)
             .await
             .map_err(|e| match e.to_string() {
@@ -240,12 +248,14 @@ pub async fn probe(
 impl Sandbox {
     /// Starts the box: the boot helper assembles its root and user
     /// namespace as `plan` says and becomes bubblewrap; returns once the
-    /// box's init runs. `idmap` writes the box's ids; `box_name` is for
+    /// box's init runs. `idmap` writes the box's ids; the process
+    /// `zygote` joins the box's cgroups with the helper; `box_name` is for
     /// logs; `warnings` collects what the helper could not do as asked.
     pub async fn start(
         plan: &Plan,
         idmap: &IdMap,
         cgroup: &BoxCgroup,
+        zygote: Option<i32>,
         box_name: &str,
         warnings: &mut Vec<String>,
     ) -> Result<Sandbox> {
@@ -274,7 +284,7 @@ impl Sandbox {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
-        let booted = boot(helper, idmap, Some(cgroup), warnings).await;
+        let booted = boot(helper, idmap, Some((cgroup, zygote)), warnings).await;
         drop((info_w, ready_w, seccomp));
         let mut child = match booted {
             Ok(child) => child,

@@ -107,11 +107,21 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
             return 1;
         }
     };
+    // The zygote starts while the box boots; it joins the box's cgroups
+    // with the boot helper and enters the box once the init runs.
+    let zygote = match nsexec::start(start.nproc) {
+        Ok(z) => z,
+        Err(e) => {
+            tell(&failed(e));
+            return 1;
+        }
+    };
     let mut warnings = Vec::new();
     let sandbox = match Sandbox::start(
         &start.plan,
         &start.ids,
         &start.cgroup,
+        zygote.0.id().map(|p| p as i32),
         &start.box_name,
         &mut warnings,
     )
@@ -129,18 +139,22 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
             .egress
             .as_ref()
             .map(|_| super::super::egress::PROXY_PORT);
-        let (proxy, traffic) = match super::super::finish::finish(init, port).await? {
+        let (zygote, listener) = Zygote::enter(
+            zygote,
+            &nsexec::Enter {
+                pid: init,
+                egress_port: port,
+            },
+        )
+        .await?;
+        let zygote = Arc::new(zygote);
+        let (proxy, traffic) = match listener {
             Some(listener) => {
                 let (guard, traffic, refusals) = start_proxy(&start, listener)?;
                 (Some(guard), Some((traffic, refusals)))
             }
             None => (None, None),
         };
-        let zygote = Arc::new(Zygote::start(&nsexec::Target {
-            pid: init,
-            cgroups: start.cgroup.procs_files(),
-            nproc: start.nproc,
-        })?);
         let relays = listeners.serve(zygote.clone())?;
         let path = start.dir.join(wire::SOCKET);
         let _ = std::fs::remove_file(&path);
@@ -623,8 +637,14 @@ struct Zygote {
 }
 
 impl Zygote {
-    fn start(target: &nsexec::Target) -> Result<Zygote> {
-        let (child, sock) = nsexec::start(target)?;
+    /// Sends the started zygote into the box (`enter`) and waits for it to
+    /// finish the box ([`nsexec::Reply::Ready`]); returns it and the egress
+    /// listener it made, when `enter` asked for one.
+    async fn enter(
+        (mut child, sock): (tokio::process::Child, OwnedFd),
+        enter: &nsexec::Enter,
+    ) -> Result<(Zygote, Option<std::net::TcpListener>)> {
+        nsexec::enter(&sock, enter)?;
         nix::fcntl::fcntl(
             &sock,
             nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
@@ -634,6 +654,54 @@ impl Zygote {
         // written through it, until it drops.
         let sock =
             unsafe { AsyncFd::register(sock) }.map_err(|e| Error::io("zygote socket", e.into()))?;
+        let first = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let mut ready = sock
+                    .readable()
+                    .await
+                    .map_err(|e| Error::io("zygote socket", e))?;
+                match nsexec::receive(sock.get_ref()) {
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => ready.clear_ready(),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => break Err(Error::io("zygote socket", e)),
+                    Ok(reply) => break Ok(reply),
+                }
+            }
+        })
+        .await;
+        let listener = match first {
+            Ok(Ok(Some((nsexec::Reply::Ready, fd)))) => match (fd, enter.egress_port) {
+                (Some(fd), Some(_)) => Some(std::net::TcpListener::from(fd)),
+                (None, None) => None,
+                _ => {
+                    let _ = child.kill().await;
+                    return Err(Error::Engine(
+                        "the box's zygote did not pass the egress socket asked for".into(),
+                    ));
+                }
+            },
+            Ok(Ok(Some((nsexec::Reply::Fail(_, why), _)))) => {
+                let _ = child.kill().await;
+                return Err(Error::Engine(format!("the box could not start: {why}")));
+            }
+            Ok(Ok(other)) => {
+                let _ = child.kill().await;
+                return Err(Error::Engine(format!(
+                    "the box's zygote ended before it was ready ({})",
+                    other.map_or("no reply".into(), |(r, _)| format!("{r:?}"))
+                )));
+            }
+            Ok(Err(e)) => {
+                let _ = child.kill().await;
+                return Err(e);
+            }
+            Err(_) => {
+                let _ = child.kill().await;
+                return Err(Error::Engine(
+                    "the box's zygote was not ready within 30 s".into(),
+                ));
+            }
+        };
         let sock = Arc::new(sock);
         let zygote = Zygote {
             pid: child.id().map(|p| p as i32),
@@ -644,7 +712,7 @@ impl Zygote {
             child: tokio::sync::Mutex::new(Some(child)),
         };
         let (pending, exits) = (zygote.pending.clone(), zygote.exits.clone());
-        let (zygote_pid, box_init) = (zygote.pid, target.pid);
+        let (zygote_pid, box_init) = (zygote.pid, enter.pid);
         tokio::spawn(async move {
             loop {
                 let Ok(mut ready) = sock.readable().await else {
@@ -660,6 +728,8 @@ impl Zygote {
                     Ok(None) | Err(_) => break,
                 };
                 match reply {
+                    // Once, first, and read by `start`: never again.
+                    ZReply::Ready => {}
                     ZReply::Connected => {
                         let answer = match fd {
                             Some(fd) => Spawned::Socket(fd),
@@ -717,7 +787,7 @@ impl Zygote {
             pending.lock().expect("zygote").take();
             exits.lock().expect("zygote").clear();
         });
-        Ok(zygote)
+        Ok((zygote, listener))
     }
 
     /// Ends the zygote (it is in the box's cgroups, which go next).
