@@ -17,6 +17,7 @@ mod daemon;
 mod doctor;
 mod exec;
 mod image;
+mod mcp;
 mod output;
 mod service;
 mod snapshot;
@@ -230,6 +231,11 @@ enum Command {
     /// Speak the JSONL envelope on stdin/stdout (for Studio and other
     /// line-oriented callers); diagnostics go to stderr.
     Jsonl,
+    /// Serve boxes to an MCP client (Claude Code, Codex, Cursor, Gemini
+    /// CLI, ...) on stdin/stdout. The agent decides what runs in a box;
+    /// these flags decide what a box may touch: by default no host path,
+    /// no network, no published port.
+    Mcp(McpArgs),
     /// Show client and daemon versions.
     Version,
     /// Print shell completions.
@@ -237,6 +243,69 @@ enum Command {
         /// The shell to print them for.
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(clap::Args, Debug)]
+struct McpArgs {
+    /// A host directory that boxes may mount, and copies may read from or
+    /// write to, with everything beneath it (repeatable; none by default).
+    #[arg(long = "allow-mount", value_name = "DIR")]
+    allow_mount: Vec<std::path::PathBuf>,
+    /// A host that boxes may be allowed to reach (repeatable; none by
+    /// default, so boxes reach no network).
+    #[arg(long = "allow-net", value_name = "HOST")]
+    allow_net: Vec<String>,
+    /// An image boxes may be made from: a reference, or a prefix ending in
+    /// `*` (repeatable; any image when none is given).
+    #[arg(long = "allow-image", value_name = "REF")]
+    allow_image: Vec<String>,
+    /// Let boxes publish ports on the host.
+    #[arg(long = "allow-publish")]
+    allow_publish: bool,
+    /// The most boxes made through MCP at once.
+    #[arg(long = "max-boxes", value_name = "N", default_value_t = 8)]
+    max_boxes: usize,
+    /// The most memory a box may ask for (512m, 2g).
+    #[arg(long = "max-memory", value_name = "SIZE")]
+    max_memory: Option<String>,
+    /// The most CPUs a box may ask for.
+    #[arg(long = "max-cpus", value_name = "N")]
+    max_cpus: Option<u32>,
+    /// Let the agent use, stop and remove every box, not only those made
+    /// through MCP.
+    #[arg(long = "any-box")]
+    any_box: bool,
+}
+
+impl McpArgs {
+    fn policy(self) -> Result<mcp::policy::Policy, Failure> {
+        let mut mounts = Vec::new();
+        for dir in &self.allow_mount {
+            let real = std::fs::canonicalize(dir)
+                .map_err(|e| Failure::usage(format!("--allow-mount {}: {e}", dir.display())))?;
+            if !real.is_dir() {
+                return Err(Failure::usage(format!(
+                    "--allow-mount {}: not a directory",
+                    dir.display()
+                )));
+            }
+            mounts.push(real);
+        }
+        let max_memory_mib = match &self.max_memory {
+            None => None,
+            Some(w) => Some(words::memory_mib(w).map_err(Failure::usage)?),
+        };
+        Ok(mcp::policy::Policy {
+            mounts,
+            net: self.allow_net,
+            images: self.allow_image,
+            publish: self.allow_publish,
+            max_boxes: self.max_boxes,
+            max_memory_mib,
+            max_cpus: self.max_cpus,
+            any_box: self.any_box,
+        })
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -415,6 +484,7 @@ impl From<boxd_client::ConnectError> for Failure {
     }
 }
 
+#[derive(Clone)]
 pub struct Ctx {
     pub paths: Paths,
     pub json: bool,
@@ -708,6 +778,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<u8, Failure> {
                 }),
             }
         }
+        Command::Mcp(args) => mcp::serve(ctx, args.policy()?).await,
         Command::Version => {
             let daemon = match boxd_client::connect(&ctx.paths.socket).await {
                 Ok(mut c) => c

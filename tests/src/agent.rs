@@ -65,28 +65,7 @@ pub fn acp_dir() -> PathBuf {
 /// The Python that has the official ACP SDK (`tests/acp/requirements.txt`,
 /// pinned), in a venv of its own under the target directory.
 pub fn acp_python() -> PathBuf {
-    let venv = crate::target_dir().join("test-venvs").join("acp");
-    let python = venv.join("bin/python");
-    let stamp = venv.join("requirements.txt");
-    let wanted = std::fs::read_to_string(workspace().join("tests/acp/requirements.txt"))
-        .expect("tests/acp/requirements.txt");
-    if python.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&wanted) {
-        return python;
-    }
-    let status = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status()
-        .expect("run python3 -m venv (apt-get install python3-venv)");
-    assert!(status.success(), "python3 -m venv failed");
-    let status = Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-        .arg(workspace().join("tests/acp/requirements.txt"))
-        .status()
-        .expect("run pip");
-    assert!(status.success(), "pip install of the ACP Python SDK failed");
-    std::fs::write(&stamp, wanted).expect("write the venv's stamp");
-    python
+    crate::sdk_python("acp")
 }
 
 /// A fake model server of `tests/acp/` on a free loopback port: a Node

@@ -80,6 +80,38 @@ pub fn give_to_host_user(path: &std::path::Path) {
     assert!(status.success(), "chown {}", path.display());
 }
 
+/// A Python with the packages of `tests/NAME/requirements.txt` (pinned: an
+/// official SDK and what it needs, from PyPI), in a venv of its own under
+/// the target directory, made again only when the file changes.
+pub fn sdk_python(name: &str) -> PathBuf {
+    let venv = target_dir().join("test-venvs").join(name);
+    let python = venv.join("bin/python");
+    let stamp = venv.join("requirements.txt");
+    let file = agent::workspace()
+        .join("tests")
+        .join(name)
+        .join("requirements.txt");
+    let wanted =
+        std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    if python.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&wanted) {
+        return python;
+    }
+    let status = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .expect("run python3 -m venv (apt-get install python3-venv)");
+    assert!(status.success(), "python3 -m venv failed");
+    let status = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+        .arg(&file)
+        .status()
+        .expect("run pip");
+    assert!(status.success(), "pip install -r {} failed", file.display());
+    std::fs::write(&stamp, wanted).expect("write the venv's stamp");
+    python
+}
+
 /// A static test program from `tests/src/probes/NAME.c`, built once per
 /// target directory into a directory of its own (mount it into a box).
 /// Returns that directory.

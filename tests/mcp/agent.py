@@ -1,0 +1,122 @@
+"""An MCP client on the official Python SDK (`mcp`, pinned in
+requirements.txt) driving `boxctl mcp` as an agent host would: it spawns
+the server on stdio, lists its tools and calls them, then prints one JSON
+report (each step's structured result, or its error text) for the Rust test
+to check. Arguments: BOXCTL IMAGE PROJECT OUTSIDE [SERVER FLAGS...]."""
+
+import asyncio
+import json
+import os
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+boxctl, image, project, outside, *flags = sys.argv[1:]
+
+
+async def main():
+    params = StdioServerParameters(
+        command=boxctl,
+        args=["mcp", *flags],
+        # As the SDK does by default: a trimmed environment, plus where the
+        # test's daemon is.
+        env={
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", "/root"),
+            "BOXD_SOCKET": os.environ["BOXD_SOCKET"],
+            "BOXD_HOME": os.environ.get("BOXD_HOME", ""),
+            "BOXD_AUTOSTART": "0",
+        },
+    )
+    report = {}
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            report["server"] = init.server_info.name
+            tools = await session.list_tools()
+            report["tools"] = sorted(t.name for t in tools.tools)
+            report["schemas_ok"] = all(
+                t.input_schema.get("type") == "object" and t.description
+                for t in tools.tools
+            )
+
+            async def call(step, tool, /, **args):
+                r = await session.call_tool(tool, args)
+                if r.is_error:
+                    report[step] = {
+                        "error": " ".join(getattr(c, "text", "") for c in r.content)
+                    }
+                else:
+                    report[step] = {"ok": r.structured_content}
+
+            mount = [{"host_path": project, "box_path": "/workspace"}]
+            await call("create", "create_box", name="m1", image=image, mounts=mount)
+            await call("again", "create_box", name="m1", image=image, mounts=mount)
+            await call(
+                "exec",
+                "exec",
+                box="m1",
+                argv=["sh", "-c", "echo from-box > /workspace/from-box; hostname"],
+            )
+            await call("shell", "exec", box="m1", shell="echo out; echo err >&2; exit 3")
+            await call("binary", "exec", box="m1", shell="printf '\\377\\376'")
+            await call("stdin", "exec", box="m1", argv=["cat"], stdin="abc")
+            await call("limit", "exec", box="m1", shell="yes | head -c 100000", max_output_bytes=10)
+            await call("timeout", "exec", box="m1", shell="sleep 30", timeout_s=1)
+            await call("missing", "exec", box="m1", argv=["/no/such/program"])
+            await call("neither", "exec", box="m1")
+            await call("write", "write_file", box="m1", path="/tmp/x", content="hello")
+            await call("read", "read_file", box="m1", path="/tmp/x")
+            await call("range", "read_file", box="m1", path="/tmp/x", offset=1, max_bytes=2)
+            await call("read_dir", "read_file", box="m1", path="/tmp")
+            await call("read_missing", "read_file", box="m1", path="/tmp/nothing")
+            await call(
+                "copy_out",
+                "copy_from_box",
+                box="m1",
+                box_path="/tmp/x",
+                host_path=project + "/copied",
+            )
+            await call(
+                "copy_out_outside",
+                "copy_from_box",
+                box="m1",
+                box_path="/tmp/x",
+                host_path=outside + "/copied",
+            )
+            await call(
+                "mount_outside",
+                "create_box",
+                name="m2",
+                image=image,
+                mounts=[{"host_path": outside, "box_path": "/o"}],
+            )
+            await call(
+                "mount_dotdot",
+                "create_box",
+                name="m2",
+                image=image,
+                mounts=[{"host_path": project + "/../" + os.path.basename(outside), "box_path": "/o"}],
+            )
+            # The box plants a symlink in the mounted project.
+            await call("plant", "exec", box="m1", argv=["ln", "-s", "/", "/workspace/evil"])
+            await call(
+                "mount_symlink",
+                "create_box",
+                name="m2",
+                image=image,
+                mounts=[{"host_path": project + "/evil", "box_path": "/o"}],
+            )
+            await call("net", "create_box", name="m2", image=image, allow_net=["example.com"])
+            await call("publish", "create_box", name="m2", image=image, publish=["8080:80"])
+            await call("user_box_exec", "exec", box="userbox", argv=["true"])
+            await call("user_box_remove", "remove_box", name="userbox")
+            await call("list", "list_boxes")
+            await call("stop", "stop_box", name="m1")
+            await call("start", "start_box", name="m1")
+            await call("remove", "remove_box", name="m1")
+    print(json.dumps(report))
+
+
+asyncio.run(main())

@@ -1,0 +1,156 @@
+//! `boxctl mcp` driven by the official MCP Python SDK (`tests/mcp/agent.py`,
+//! `mcp` pinned in `tests/mcp/requirements.txt`), as an agent host spawns
+//! it: every tool, and every refusal of the user's policy, against a real
+//! boxd.
+
+use boxd_tests::*;
+use serde_json::Value;
+
+fn run_agent(d: &Daemon, project: &std::path::Path, outside: &std::path::Path) -> Value {
+    let python = sdk_python("mcp");
+    let out = std::process::Command::new(python)
+        .arg(agent::workspace().join("tests/mcp/agent.py"))
+        .arg(bin("boxctl"))
+        .arg(busybox())
+        .arg(project)
+        .arg(outside)
+        .args(["--allow-mount".as_ref(), project.as_os_str()])
+        .env("BOXD_SOCKET", &d.socket)
+        .env("BOXD_HOME", &d.home)
+        .output()
+        .expect("run the MCP SDK client");
+    assert!(
+        out.status.success(),
+        "the MCP client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the client's JSON report")
+}
+
+fn passed<'a>(r: &'a Value, step: &str) -> &'a Value {
+    r[step]
+        .get("ok")
+        .unwrap_or_else(|| panic!("{step} failed: {}", r[step]))
+}
+
+fn refused<'a>(r: &'a Value, step: &str) -> &'a str {
+    r[step]["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{step} should have been refused: {}", r[step]))
+}
+
+#[test]
+fn an_mcp_client_gets_boxes_within_the_user_s_policy() {
+    let d = Daemon::start();
+    // A box the user made themselves, which the agent may not touch.
+    ok(d.boxctl()
+        .args(["create", "--name", "userbox"])
+        .arg(busybox()));
+    ok(d.boxctl().args(["start", "userbox"]));
+    let project = host_dir();
+    let outside = host_dir();
+    let r = run_agent(&d, project.path(), outside.path());
+    eprintln!("{}", serde_json::to_string_pretty(&r).unwrap());
+
+    assert_eq!(r["server"], "boxd");
+    let tools: Vec<&str> = r["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    for t in [
+        "list_boxes",
+        "create_box",
+        "start_box",
+        "stop_box",
+        "remove_box",
+        "exec",
+        "read_file",
+        "write_file",
+        "copy_to_box",
+        "copy_from_box",
+    ] {
+        assert!(tools.contains(&t), "{t} missing from {tools:?}");
+    }
+    assert_eq!(
+        r["schemas_ok"], true,
+        "every tool has a description and an object schema"
+    );
+
+    // Create, and the same create again reuses the box.
+    assert_eq!(passed(&r, "create")["state"], "running");
+    assert_eq!(passed(&r, "create")["made_by_mcp"], true);
+    assert_eq!(passed(&r, "again")["id"], passed(&r, "create")["id"]);
+
+    // Exec: in the box, writing through the mount to the host project.
+    let exec = passed(&r, "exec");
+    assert_eq!(exec["exit_code"], 0, "{exec}");
+    assert_eq!(exec["stdout"]["text"], "m1\n", "the box's hostname");
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("from-box")).unwrap(),
+        "from-box\n"
+    );
+    let shell = passed(&r, "shell");
+    assert_eq!(shell["exit_code"], 3);
+    assert_eq!(shell["stdout"]["text"], "out\n");
+    assert_eq!(shell["stderr"]["text"], "err\n");
+    let binary = passed(&r, "binary");
+    assert_eq!(binary["stdout"]["encoding"], "base64");
+    assert_eq!(binary["stdout"]["text"], "//4=");
+    assert_eq!(passed(&r, "stdin")["stdout"]["text"], "abc");
+    let limit = passed(&r, "limit");
+    assert_eq!(limit["stdout"]["text"], "y\ny\ny\ny\ny\n");
+    assert_eq!(limit["stdout"]["bytes"], 100000);
+    assert_eq!(limit["stdout"]["truncated"], true);
+    let timeout = passed(&r, "timeout");
+    assert_eq!(timeout["timed_out"], true, "{timeout}");
+    assert_eq!(passed(&r, "missing")["exit_code"], 127);
+    assert!(refused(&r, "neither").contains("argv"));
+
+    // Files.
+    assert_eq!(passed(&r, "write")["bytes"], 5);
+    assert_eq!(passed(&r, "read")["content"]["text"], "hello");
+    assert_eq!(passed(&r, "range")["content"]["text"], "el");
+    assert_eq!(passed(&r, "range")["size"], 5);
+    assert!(refused(&r, "read_dir").contains("not a regular file"));
+    assert!(refused(&r, "read_missing").contains("No such file"));
+    passed(&r, "copy_out");
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("copied")).unwrap(),
+        "hello"
+    );
+
+    // The user's policy, and what each refusal tells the agent.
+    assert!(refused(&r, "copy_out_outside").contains("--allow-mount"));
+    assert!(!outside.path().join("copied").exists());
+    assert!(refused(&r, "mount_outside").contains("--allow-mount"));
+    assert!(refused(&r, "mount_dotdot").contains("--allow-mount"));
+    assert_eq!(
+        passed(&r, "plant")["exit_code"],
+        0,
+        "the box plants a symlink in the project"
+    );
+    assert!(
+        refused(&r, "mount_symlink").contains("is outside what this MCP server allows"),
+        "a symlink the box planted leads nowhere: {}",
+        r["mount_symlink"]
+    );
+    assert!(refused(&r, "net").contains("--allow-net example.com"));
+    assert!(refused(&r, "publish").contains("--allow-publish"));
+    assert!(refused(&r, "user_box_exec").contains("--any-box"));
+    assert!(refused(&r, "user_box_remove").contains("--any-box"));
+    let listed = ok(d.boxctl().args(["ls", "-q"])).stdout;
+    assert!(
+        String::from_utf8_lossy(&listed).contains("userbox"),
+        "still there"
+    );
+    let m2 = d.boxctl().args(["inspect", "m2"]).output().unwrap();
+    assert!(!m2.status.success(), "no refused box was made");
+
+    // Lifecycle.
+    assert_eq!(passed(&r, "stop")["state"], "stopped");
+    assert_eq!(passed(&r, "start")["state"], "running");
+    assert_eq!(passed(&r, "remove")["state"], "removed");
+    ok(d.boxctl().args(["rm", "-f", "userbox"]));
+}
