@@ -2,7 +2,9 @@
 requirements.txt) driving `boxctl mcp` as an agent host would: it spawns
 the server on stdio, lists its tools and calls them, then prints one JSON
 report (each step's structured result, or its error text) for the Rust test
-to check. Arguments: BOXCTL IMAGE PROJECT OUTSIDE [SERVER FLAGS...]."""
+to check. Arguments: MODE BOXCTL IMAGE PROJECT OUTSIDE [SERVER FLAGS...];
+MODE `all` runs every step, `hang` makes a box, starts a command that never
+ends, says `calling` on stdout and waits to be killed."""
 
 import asyncio
 import json
@@ -12,7 +14,7 @@ import sys
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-boxctl, image, project, outside, *flags = sys.argv[1:]
+mode, boxctl, image, project, outside, *flags = sys.argv[1:]
 
 
 async def main():
@@ -49,6 +51,15 @@ async def main():
                     }
                 else:
                     report[step] = {"ok": r.structured_content}
+
+            if mode == "hang":
+                await call("create", "create_box", name="hang", image=image)
+                asyncio.ensure_future(
+                    session.call_tool("exec", {"box": "hang", "argv": ["sleep", "1000"], "timeout_s": 0})
+                )
+                await asyncio.sleep(0.5)
+                print("calling", flush=True)
+                await asyncio.sleep(1000)
 
             mount = [{"host_path": project, "box_path": "/workspace"}]
             await call("create", "create_box", name="m1", image=image, mounts=mount)
@@ -112,6 +123,51 @@ async def main():
             await call("publish", "create_box", name="m2", image=image, publish=["8080:80"])
             await call("user_box_exec", "exec", box="userbox", argv=["true"])
             await call("user_box_remove", "remove_box", name="userbox")
+            # A long command, read as it goes, then killed.
+            await call(
+                "long",
+                "exec_start",
+                box="m1",
+                shell="echo one; sleep 1; echo two; sleep 1000",
+            )
+            exec_id = report["long"].get("ok", {}).get("exec_id", "none")
+            await call("long_1", "exec_output", exec_id=exec_id, wait_ms=5000)
+            first = report["long_1"].get("ok", {})
+            await asyncio.sleep(1.5)
+            await call(
+                "long_2",
+                "exec_output",
+                exec_id=exec_id,
+                stdout_offset=first.get("next_stdout_offset", 0),
+                stderr_offset=first.get("next_stderr_offset", 0),
+                wait_ms=5000,
+            )
+            await call("long_kill", "exec_kill", exec_id=exec_id)
+            await asyncio.sleep(0.5)
+            await call("long_3", "exec_output", exec_id=exec_id, stdout_offset=8, wait_ms=5000)
+            # Files.
+            await call("mkdir", "make_dir", box="m1", path="/tmp/d/e")
+            await call("write2", "write_file", box="m1", path="/tmp/d/e/f.txt", content="12345")
+            await call("ls", "list_files", box="m1", path="/tmp/d/e")
+            await call("stat", "stat_path", box="m1", path="/tmp/d")
+            await call("rm_nonrecursive", "remove_path", box="m1", path="/tmp/d")
+            await call("rm", "remove_path", box="m1", path="/tmp/d", recursive=True)
+            await call("stat_gone", "stat_path", box="m1", path="/tmp/d")
+            # Snapshots, clones, stats.
+            await call("snap_write", "write_file", box="m1", path="/root/state", content="before")
+            await call("snap", "snapshot_create", box="m1", name="s1")
+            await call("snap_change", "write_file", box="m1", path="/root/state", content="after")
+            await call("snaps", "snapshot_list", name="m1")
+            await call("stop_for_restore", "stop_box", name="m1")
+            await call("restore", "snapshot_restore", box="m1", name="s1")
+            await call("start_after", "start_box", name="m1")
+            await call("restored", "read_file", box="m1", path="/root/state")
+            await call("clone", "clone_box", source="m1", name="m1-copy")
+            await call("clone_start", "start_box", name="m1-copy")
+            await call("cloned", "read_file", box="m1-copy", path="/root/state")
+            await call("stats", "box_stats", name="m1")
+            await call("clone_remove", "remove_box", name="m1-copy")
+            await call("no_box", "exec", box="nosuchbox", argv=["true"])
             await call("list", "list_boxes")
             await call("stop", "stop_box", name="m1")
             await call("start", "start_box", name="m1")

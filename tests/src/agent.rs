@@ -34,30 +34,39 @@ pub fn node_image() -> PathBuf {
 
 /// `tests/acp/`, with its locked npm dependencies installed.
 pub fn acp_dir() -> PathBuf {
-    let dir = workspace().join("tests/acp");
+    npm_dir(
+        "acp",
+        &[
+            "@agentclientprotocol/sdk",
+            "@zed-industries/claude-code-acp",
+        ],
+    )
+}
+
+/// `tests/NAME/`, with its locked npm dependencies installed (`npm ci`,
+/// when one of `packages` is missing).
+pub fn npm_dir(name: &str, packages: &[&str]) -> PathBuf {
+    let dir = workspace().join("tests").join(name);
     // Tests of one binary, and test binaries run side by side, install
     // once: a second `npm ci` in the same directory removes what the
     // first is writing.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _held = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let lock =
-        std::fs::File::create(dir.join(".npm-ci.lock")).expect("create tests/acp/.npm-ci.lock");
+    let lock = std::fs::File::create(dir.join(".npm-ci.lock"))
+        .unwrap_or_else(|e| panic!("create tests/{name}/.npm-ci.lock: {e}"));
     // SAFETY: flock on a descriptor this process holds; released when
     // `lock` is dropped at the end of this function.
     unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
-    let installed = [
-        "@agentclientprotocol/sdk",
-        "@zed-industries/claude-code-acp",
-    ]
-    .iter()
-    .all(|p| dir.join("node_modules").join(p).is_dir());
+    let installed = packages
+        .iter()
+        .all(|p| dir.join("node_modules").join(p).is_dir());
     if !installed {
         let status = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund", "--silent"])
             .current_dir(&dir)
             .status()
-            .expect("run npm ci in tests/acp");
-        assert!(status.success(), "npm ci in tests/acp failed");
+            .unwrap_or_else(|e| panic!("run npm ci in tests/{name}: {e}"));
+        assert!(status.success(), "npm ci in tests/{name} failed");
     }
     dir
 }

@@ -6,17 +6,27 @@
 use boxd_tests::*;
 use serde_json::Value;
 
-fn run_agent(d: &Daemon, project: &std::path::Path, outside: &std::path::Path) -> Value {
-    let python = sdk_python("mcp");
-    let out = std::process::Command::new(python)
-        .arg(agent::workspace().join("tests/mcp/agent.py"))
+fn agent_command(
+    mode: &str,
+    d: &Daemon,
+    project: &std::path::Path,
+    outside: &std::path::Path,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(sdk_python("mcp"));
+    cmd.arg(agent::workspace().join("tests/mcp/agent.py"))
+        .arg(mode)
         .arg(bin("boxctl"))
         .arg(busybox())
         .arg(project)
         .arg(outside)
         .args(["--allow-mount".as_ref(), project.as_os_str()])
         .env("BOXD_SOCKET", &d.socket)
-        .env("BOXD_HOME", &d.home)
+        .env("BOXD_HOME", &d.home);
+    cmd
+}
+
+fn run_agent(d: &Daemon, project: &std::path::Path, outside: &std::path::Path) -> Value {
+    let out = agent_command("all", d, project, outside)
         .output()
         .expect("run the MCP SDK client");
     assert!(
@@ -70,6 +80,18 @@ fn an_mcp_client_gets_boxes_within_the_user_s_policy() {
         "write_file",
         "copy_to_box",
         "copy_from_box",
+        "exec_start",
+        "exec_output",
+        "exec_kill",
+        "list_files",
+        "stat_path",
+        "make_dir",
+        "remove_path",
+        "snapshot_create",
+        "snapshot_list",
+        "snapshot_restore",
+        "clone_box",
+        "box_stats",
     ] {
         assert!(tools.contains(&t), "{t} missing from {tools:?}");
     }
@@ -148,9 +170,122 @@ fn an_mcp_client_gets_boxes_within_the_user_s_policy() {
     let m2 = d.boxctl().args(["inspect", "m2"]).output().unwrap();
     assert!(!m2.status.success(), "no refused box was made");
 
+    // A long command read as it goes, then killed.
+    let first = passed(&r, "long_1");
+    assert_eq!(first["stdout"]["text"], "one\n", "{first}");
+    assert_eq!(first["running"], true);
+    assert_eq!(first["next_stdout_offset"], 4);
+    let second = passed(&r, "long_2");
+    assert_eq!(second["stdout"]["text"], "two\n", "{second}");
+    assert_eq!(second["next_stdout_offset"], 8);
+    passed(&r, "long_kill");
+    let ended = passed(&r, "long_3");
+    assert_eq!(ended["running"], false, "{ended}");
+    assert_eq!(ended["signal"], 9);
+    assert_eq!(ended["stdout"]["text"], "");
+
+    // Files.
+    passed(&r, "mkdir");
+    let ls = passed(&r, "ls");
+    assert_eq!(ls["entries"][0]["name"], "f.txt", "{ls}");
+    assert_eq!(ls["entries"][0]["kind"], "file");
+    assert_eq!(ls["entries"][0]["size"], 5);
+    assert_eq!(passed(&r, "stat")["kind"], "directory");
+    assert!(!refused(&r, "rm_nonrecursive").is_empty());
+    passed(&r, "rm");
+    assert!(refused(&r, "stat_gone").contains("No such file"));
+
+    // Snapshots, clones, stats.
+    assert_eq!(passed(&r, "snap")["name"], "s1");
+    assert_eq!(passed(&r, "snaps")["snapshots"][0]["name"], "s1");
+    passed(&r, "restore");
+    assert_eq!(passed(&r, "restored")["content"]["text"], "before");
+    assert_eq!(passed(&r, "cloned")["content"]["text"], "before");
+    assert!(passed(&r, "stats")["processes"].as_u64().unwrap() >= 1);
+    assert!(refused(&r, "no_box").contains("nosuchbox"));
+
     // Lifecycle.
     assert_eq!(passed(&r, "stop")["state"], "stopped");
     assert_eq!(passed(&r, "start")["state"], "running");
     assert_eq!(passed(&r, "remove")["state"], "removed");
     ok(d.boxctl().args(["rm", "-f", "userbox"]));
+}
+
+#[test]
+fn a_client_killed_mid_exec_leaves_no_command_running() {
+    let d = Daemon::start();
+    let (project, outside) = (host_dir(), host_dir());
+    let mut child = agent_command("hang", &d, project.path(), outside.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the MCP SDK client");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "calling");
+    let running = |d: &Daemon| {
+        let out = ok(d.boxctl().args(["exec", "hang", "--", "ps", "-o", "args"])).stdout;
+        String::from_utf8_lossy(&out).contains("sleep 1000")
+    };
+    let t = std::time::Instant::now();
+    while !running(&d) {
+        assert!(t.elapsed().as_secs() < 30, "the exec never ran");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // The agent host dies; its server sees stdin end and goes, and boxd
+    // reaps the command its call was running.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let t = std::time::Instant::now();
+    while running(&d) {
+        assert!(
+            t.elapsed().as_secs() < 30,
+            "the command outlived its client"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    ok(d.boxctl().args(["rm", "-f", "hang"]));
+}
+
+#[test]
+fn a_typescript_sdk_client_pulls_execs_and_is_refused() {
+    let reg = boxd_tests::registry::Registry::start(false);
+    reg.push(&busybox(), "tools/busybox:1.0");
+    let image = format!("{}/tools/busybox:1.0", reg.host());
+    let d = Daemon::start();
+    let dir = agent::npm_dir("mcp", &["@modelcontextprotocol/sdk"]);
+    let out = std::process::Command::new("node")
+        .arg(dir.join("client.mjs"))
+        .arg(bin("boxctl"))
+        .arg(&image)
+        .env("BOXD_SOCKET", &d.socket)
+        .env("BOXD_HOME", &d.home)
+        .output()
+        .expect("run node");
+    assert!(
+        out.status.success(),
+        "the TypeScript MCP client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).expect("the client's JSON report");
+    eprintln!("{}", serde_json::to_string_pretty(&r).unwrap());
+    assert_eq!(r["schemas_ok"], true);
+    assert_eq!(passed(&r, "create")["state"], "running");
+    assert!(
+        r["progress_events"].as_u64().unwrap() >= 2,
+        "the pull reported progress: {}",
+        r["progress_events"]
+    );
+    assert_eq!(passed(&r, "exec")["stdout"]["text"], "hello from ts1\n");
+    assert_eq!(passed(&r, "read")["content"]["text"], "typed");
+    assert_eq!(passed(&r, "long_read")["stdout"]["text"], "go\n");
+    passed(&r, "long_kill");
+    assert_eq!(passed(&r, "snap")["name"], "s");
+    assert!(refused(&r, "net").contains("--allow-net example.com"));
+    assert!(refused(&r, "bad_args").contains("invalid type"));
+    assert!(refused(&r, "missing").contains("nosuchbox"));
+    passed(&r, "remove");
 }
