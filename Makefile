@@ -64,6 +64,7 @@ bench: deps
 	$(CARGO) bench --workspace --bench lifecycle
 	$(CARGO) bench --workspace --bench ports
 	$(CARGO) bench --workspace --bench cp
+	$(CARGO) bench --workspace --bench mcp
 	$(CARGO) bench --workspace --bench acp
 	$(CARGO) bench --workspace --bench footprint
 

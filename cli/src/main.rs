@@ -235,6 +235,7 @@ enum Command {
     /// CLI, ...) on stdin/stdout. The agent decides what runs in a box;
     /// these flags decide what a box may touch: by default no host path,
     /// no network, no published port.
+    #[command(after_help = mcp::HELP)]
     Mcp(McpArgs),
     /// Show client and daemon versions.
     Version,
@@ -262,9 +263,9 @@ struct McpArgs {
     /// Let boxes publish ports on the host.
     #[arg(long = "allow-publish")]
     allow_publish: bool,
-    /// The most boxes made through MCP at once.
-    #[arg(long = "max-boxes", value_name = "N", default_value_t = 8)]
-    max_boxes: usize,
+    /// The most boxes made through MCP at once (default 8).
+    #[arg(long = "max-boxes", value_name = "N")]
+    max_boxes: Option<usize>,
     /// The most memory a box may ask for (512m, 2g).
     #[arg(long = "max-memory", value_name = "SIZE")]
     max_memory: Option<String>,
@@ -275,12 +276,22 @@ struct McpArgs {
     /// through MCP.
     #[arg(long = "any-box")]
     any_box: bool,
+    /// The configuration file whose `[mcp]` section adds to these flags
+    /// (default: boxd's, `$XDG_CONFIG_HOME/boxd/config.toml`; also
+    /// `BOXD_CONFIG`).
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
 }
 
 impl McpArgs {
     fn policy(self) -> Result<mcp::policy::Policy, Failure> {
+        let file = mcp::config::load(self.config.as_deref()).map_err(|e| Failure {
+            code: 1,
+            message: e,
+            kind: None,
+        })?;
         let mut mounts = Vec::new();
-        for dir in &self.allow_mount {
+        for dir in file.allow_mount.iter().chain(&self.allow_mount) {
             let real = std::fs::canonicalize(dir)
                 .map_err(|e| Failure::usage(format!("--allow-mount {}: {e}", dir.display())))?;
             if !real.is_dir() {
@@ -291,19 +302,20 @@ impl McpArgs {
             }
             mounts.push(real);
         }
-        let max_memory_mib = match &self.max_memory {
+        let max_memory_mib = match self.max_memory.as_ref().or(file.max_memory.as_ref()) {
             None => None,
             Some(w) => Some(words::memory_mib(w).map_err(Failure::usage)?),
         };
+        let both = |file: Vec<String>, flags: Vec<String>| file.into_iter().chain(flags).collect();
         Ok(mcp::policy::Policy {
             mounts,
-            net: self.allow_net,
-            images: self.allow_image,
-            publish: self.allow_publish,
-            max_boxes: self.max_boxes,
+            net: both(file.allow_net, self.allow_net),
+            images: both(file.allow_image, self.allow_image),
+            publish: self.allow_publish || file.allow_publish,
+            max_boxes: self.max_boxes.or(file.max_boxes).unwrap_or(8),
             max_memory_mib,
-            max_cpus: self.max_cpus,
-            any_box: self.any_box,
+            max_cpus: self.max_cpus.or(file.max_cpus),
+            any_box: self.any_box || file.any_box,
         })
     }
 }

@@ -28,6 +28,9 @@ pub struct File {
     /// The most bytes one image may unpack to: a number of bytes, or a
     /// string such as `"32G"` (0: no limit).
     pub max_image_size: Option<Size>,
+    /// `boxctl mcp`'s policy (read and checked by boxctl, not the daemon).
+    #[serde(default, skip_serializing)]
+    pub mcp: Option<toml::Table>,
 }
 
 /// Which engine runs boxes: one type from the flag, the environment and

@@ -4,12 +4,14 @@ the server on stdio, lists its tools and calls them, then prints one JSON
 report (each step's structured result, or its error text) for the Rust test
 to check. Arguments: MODE BOXCTL IMAGE PROJECT OUTSIDE [SERVER FLAGS...];
 MODE `all` runs every step, `hang` makes a box, starts a command that never
-ends, says `calling` on stdout and waits to be killed."""
+ends, says `calling` on stdout and waits to be killed, `bench:N` times N
+`exec` calls of `true` in one session and prints their milliseconds."""
 
 import asyncio
 import json
 import os
 import sys
+import time
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -51,6 +53,18 @@ async def main():
                     }
                 else:
                     report[step] = {"ok": r.structured_content}
+
+            if mode.startswith("bench:"):
+                await call("create", "create_box", name="mcpbench", image=image)
+                times = []
+                for _ in range(int(mode.split(":")[1])):
+                    t = time.perf_counter()
+                    r = await session.call_tool("exec", {"box": "mcpbench", "argv": ["true"]})
+                    times.append((time.perf_counter() - t) * 1000)
+                    assert not r.is_error, r.content
+                await call("remove", "remove_box", name="mcpbench")
+                print(json.dumps({"ms": times}))
+                return
 
             if mode == "hang":
                 await call("create", "create_box", name="hang", image=image)

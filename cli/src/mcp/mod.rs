@@ -8,6 +8,7 @@
 //! `--any-box` the agent may use only those.
 
 mod boxes;
+pub mod config;
 mod exec;
 mod files;
 pub mod policy;
@@ -22,6 +23,29 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Ctx, Failure};
 use policy::{Policy, Refused};
+
+/// What `boxctl mcp --help` says after the flags.
+pub const HELP: &str = "\
+Tools:
+  boxes   list_boxes, create_box, start_box, stop_box, remove_box,
+          clone_box, box_stats, snapshot_create, snapshot_list,
+          snapshot_restore
+  exec    exec (to the end, with a timeout and an output limit),
+          exec_start, exec_output (read by offsets), exec_kill
+  files   read_file (a range), write_file, list_files, stat_path,
+          make_dir, remove_path, copy_to_box, copy_from_box (host paths
+          only beneath --allow-mount)
+
+Policy: a request past it is a tool error naming the flag that would allow
+it. The agent may use only boxes made through MCP (marked BOXD_MADE_BY=mcp)
+unless --any-box. The [mcp] section of boxd's config.toml adds to the flags
+(allow-mount, allow-net, allow-image, allow-publish, max-boxes, max-memory,
+max-cpus, any-box).
+
+An MCP client's configuration:
+  {\"command\": \"boxctl\", \"args\": [\"mcp\", \"--allow-mount\", \"/path/to/project\"]}
+
+See docs/mcp.md.";
 
 /// The environment variable that marks a box made through MCP.
 pub const MARK: (&str, &str) = ("BOXD_MADE_BY", "mcp");
@@ -202,5 +226,23 @@ impl ServerHandler for Boxes {
                  (directories, network hosts, ports) is set by the user who started this server; \
                  a refusal says what they would have to allow.",
             )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_help_and_the_docs_name_every_tool() {
+        let tools = Boxes::box_tools() + Boxes::exec_tools() + Boxes::file_tools();
+        let docs = include_str!("../../../docs/mcp.md");
+        let all = tools.list_all();
+        assert!(all.len() >= 20, "{} tools", all.len());
+        for t in all {
+            assert!(HELP.contains(&*t.name), "boxctl mcp --help lacks {}", t.name);
+            assert!(docs.contains(&format!("`{}`", t.name)), "docs/mcp.md lacks {}", t.name);
+            assert!(t.description.as_deref().is_some_and(|d| d.len() > 20), "{}", t.name);
+        }
     }
 }
