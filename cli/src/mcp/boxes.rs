@@ -310,12 +310,8 @@ impl Boxes {
             .await
             .map_err(status)?
             .into_inner()
-            .r#box
-            .unwrap_or_default();
-        Ok(Json(Done {
-            name: b.name,
-            state: info.state().label().into(),
-        }))
+            .r#box;
+        Ok(Json(Done::of(b.name, info)))
     }
 
     #[tool(description = "Stop a running box: every process in it ends; its files stay.")]
@@ -330,12 +326,8 @@ impl Boxes {
             .await
             .map_err(status)?
             .into_inner()
-            .r#box
-            .unwrap_or_default();
-        Ok(Json(Done {
-            name: b.name,
-            state: info.state().label().into(),
-        }))
+            .r#box;
+        Ok(Json(Done::of(b.name, info)))
     }
 
     #[tool(
@@ -405,12 +397,8 @@ impl Boxes {
             .await
             .map_err(status)?
             .into_inner()
-            .r#box
-            .unwrap_or_default();
-        Ok(Json(Done {
-            name: req.box_name,
-            state: info.state().label().into(),
-        }))
+            .r#box;
+        Ok(Json(Done::of(req.box_name, info)))
     }
 
     #[tool(

@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{Answer, Boxes, DEFAULT_OUTPUT, DEFAULT_TIMEOUT_S, Kept, MAX_OUTPUT, Output, status};
 
+/// What to run, and where: the fields `exec` and `exec_start` share.
 #[derive(Debug, Deserialize, JsonSchema)]
-struct Exec {
+struct Command {
     /// The box to run in.
     #[serde(rename = "box")]
     box_name: String,
@@ -27,6 +28,38 @@ struct Exec {
     user: Option<String>,
     #[serde(default)]
     env: HashMap<String, String>,
+}
+
+impl Command {
+    /// The request, killed after `timeout_s` seconds (0: never).
+    fn start(self, timeout_s: u64) -> Result<v1::ExecStart, String> {
+        let (command, args) = match (self.shell, self.argv.split_first()) {
+            (Some(line), None) => ("sh".to_owned(), vec!["-c".to_owned(), line]),
+            (None, Some((first, rest))) => (first.clone(), rest.to_vec()),
+            _ => {
+                return Err(
+                    "give either argv (a non-empty list) or shell (a command line), not both"
+                        .into(),
+                );
+            }
+        };
+        Ok(v1::ExecStart {
+            box_name: self.box_name,
+            command,
+            args,
+            env: self.env,
+            working_dir: self.cwd.unwrap_or_default(),
+            timeout_ms: timeout_s.saturating_mul(1000),
+            user: self.user.unwrap_or_default(),
+            ..Default::default()
+        })
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Exec {
+    #[serde(flatten)]
+    command: Command,
     /// Text given to the command's stdin (then closed).
     stdin: Option<String>,
     /// Killed after this many seconds (default 120; 0: no limit).
@@ -51,18 +84,8 @@ pub(super) struct ExecResult {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 struct StartExec {
-    /// The box to run in.
-    #[serde(rename = "box")]
-    box_name: String,
-    /// The program and its arguments (no shell). Give this or `shell`.
-    #[serde(default)]
-    argv: Vec<String>,
-    /// A shell command line, run with `sh -c`. Give this or `argv`.
-    shell: Option<String>,
-    cwd: Option<String>,
-    user: Option<String>,
-    #[serde(default)]
-    env: HashMap<String, String>,
+    #[serde(flatten)]
+    command: Command,
     /// Killed after this many seconds (default: no limit).
     timeout_s: Option<u64>,
 }
@@ -118,15 +141,6 @@ struct KillExec {
 struct Signalled {
     exec_id: String,
     signal: String,
-}
-
-/// `argv`, or `sh -c LINE`: exactly one of them.
-fn command(argv: &[String], shell: &Option<String>) -> Result<(String, Vec<String>), String> {
-    match (shell, argv.split_first()) {
-        (Some(line), None) => Ok(("sh".to_owned(), vec!["-c".to_owned(), line.clone()])),
-        (None, Some((first, rest))) => Ok((first.clone(), rest.to_vec())),
-        _ => Err("give either argv (a non-empty list) or shell (a command line), not both".into()),
-    }
 }
 
 impl Boxes {
@@ -197,26 +211,15 @@ impl Boxes {
         description = "Run a command in a running box and wait for it: argv (no shell) or a shell line, with working directory, user, environment, stdin text and a timeout (default 120 s). Returns the exit code, stdout and stderr (text, or base64 when not UTF-8; the first max_output_bytes of each). For a long command use exec_start."
     )]
     async fn exec(&self, Parameters(req): Parameters<Exec>) -> Answer<ExecResult> {
-        let (command, args) = command(&req.argv, &req.shell)?;
         let limit = req
             .max_output_bytes
             .unwrap_or(DEFAULT_OUTPUT)
             .min(MAX_OUTPUT);
         let mut client = self.client().await?;
-        self.usable(&mut client, &req.box_name).await?;
-        let start = v1::ExecStart {
-            box_name: req.box_name,
-            command,
-            args,
-            env: req.env,
-            working_dir: req.cwd.unwrap_or_default(),
-            timeout_ms: req
-                .timeout_s
-                .unwrap_or(DEFAULT_TIMEOUT_S)
-                .saturating_mul(1000),
-            user: req.user.unwrap_or_default(),
-            ..Default::default()
-        };
+        self.usable(&mut client, &req.command.box_name).await?;
+        let start = req
+            .command
+            .start(req.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S))?;
         let stdin = req.stdin.map(String::into_bytes);
         self.run_to_end(start, stdin, limit).await.map(Json)
     }
@@ -225,19 +228,11 @@ impl Boxes {
         description = "Start a long command in a running box and return at once with its exec_id: it keeps running (also across this server's end); read its output as it comes with exec_output and end it with exec_kill."
     )]
     async fn exec_start(&self, Parameters(req): Parameters<StartExec>) -> Answer<Started> {
-        let (command, args) = command(&req.argv, &req.shell)?;
         let mut client = self.client().await?;
-        self.usable(&mut client, &req.box_name).await?;
+        self.usable(&mut client, &req.command.box_name).await?;
         let start = v1::ExecStart {
-            box_name: req.box_name,
-            command,
-            args,
-            env: req.env,
-            working_dir: req.cwd.unwrap_or_default(),
-            timeout_ms: req.timeout_s.unwrap_or(0).saturating_mul(1000),
-            user: req.user.unwrap_or_default(),
             detach: true,
-            ..Default::default()
+            ..req.command.start(req.timeout_s.unwrap_or(0))?
         };
         let stream = ExecStream::start(&mut client, start)
             .await

@@ -1,8 +1,6 @@
 //! The tools for files in a box, and copies between a box and the host
 //! paths the user allowed.
 
-use std::time::Duration;
-
 use base64::Engine as _;
 use boxd_client::{Client, v1};
 use rmcp::handler::server::wrapper::Parameters;
@@ -340,8 +338,9 @@ impl Boxes {
 }
 
 /// The bytes `offset..offset+limit` of the regular file `path` in the box,
-/// and its size, from the copy-out archive of that one file (read as it
-/// streams: what lies past the range is never kept).
+/// and its size, from the copy-out archive of that one file, read as it
+/// streams through a pipe: once the range is read the pipe closes, and the
+/// copy (whose writes then fail) ends without the rest.
 async fn copy_out_bytes(
     client: &mut Client,
     box_name: &str,
@@ -349,97 +348,41 @@ async fn copy_out_bytes(
     offset: u64,
     limit: usize,
 ) -> Result<(Vec<u8>, u64), String> {
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(8);
-    let reader = tokio::task::spawn_blocking(move || -> Result<(Vec<u8>, u64), String> {
-        let mut archive = tar::Archive::new(ChannelRead {
-            rx,
-            pending: Vec::new(),
-            at: 0,
-        });
+    let (reader, writer) = std::io::pipe().map_err(|e| e.to_string())?;
+    let read = tokio::task::spawn_blocking(move || -> Result<(Vec<u8>, u64), String> {
+        use std::io::Read;
+        let mut archive = tar::Archive::new(reader);
         let mut entries = archive.entries().map_err(|e| e.to_string())?;
         let mut entry = match entries.next() {
             Some(e) => e.map_err(|e| e.to_string())?,
             None => return Err("no such file".into()),
         };
         if entry.header().entry_type() != tar::EntryType::Regular {
-            return Err("not a regular file (list a directory with exec, ls)".into());
+            return Err("not a regular file (list a directory with list_files)".into());
         }
         let size = entry.size();
-        std::io::copy(
-            &mut std::io::Read::take(std::io::Read::by_ref(&mut entry), offset),
-            &mut std::io::sink(),
-        )
-        .map_err(|e| e.to_string())?;
+        std::io::copy(&mut entry.by_ref().take(offset), &mut std::io::sink())
+            .map_err(|e| e.to_string())?;
         let mut bytes = Vec::new();
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(&mut entry, limit as u64),
-            &mut bytes,
-        )
-        .map_err(|e| e.to_string())?;
+        entry
+            .take(limit as u64)
+            .read_to_end(&mut bytes)
+            .map_err(|e| e.to_string())?;
         Ok((bytes, size))
     });
-    let mut stream = client
-        .copy_out(v1::CopyOutRequest {
-            box_name: box_name.to_owned(),
-            path: path.to_owned(),
-            follow_symlinks: true,
-        })
-        .await
-        .map_err(status)?
-        .into_inner();
-    let fed = async {
-        let timeout = Duration::from_secs(120);
-        loop {
-            match tokio::time::timeout(timeout, stream.message()).await {
-                Ok(Ok(Some(m))) => {
-                    let tx = tx.clone();
-                    let data = m.data.to_vec();
-                    // The reader stops taking once it has its range: then
-                    // the rest of the archive is not needed.
-                    if tokio::task::spawn_blocking(move || tx.send(data))
-                        .await
-                        .map_or(true, |r| r.is_err())
-                    {
-                        return Ok(());
-                    }
-                }
-                Ok(Ok(None)) => return Ok(()),
-                Ok(Err(s)) => return Err(status(s)),
-                Err(_) => return Err("the copy stalled".into()),
-            }
-        }
-    };
-    let fed = fed.await;
-    drop(tx);
-    drop(stream);
-    let read = reader.await.map_err(|e| e.to_string())?;
-    match (fed, read) {
-        (Err(e), _) => Err(e),
-        (Ok(()), r) => r,
-    }
-}
-
-/// A blocking reader over chunks sent on a channel.
-struct ChannelRead {
-    rx: std::sync::mpsc::Receiver<Vec<u8>>,
-    pending: Vec<u8>,
-    at: usize,
-}
-
-impl std::io::Read for ChannelRead {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.at == self.pending.len() {
-            match self.rx.recv() {
-                Ok(chunk) => {
-                    self.pending = chunk;
-                    self.at = 0;
-                }
-                Err(_) => return Ok(0),
-            }
-        }
-        let n = buf.len().min(self.pending.len() - self.at);
-        buf[..n].copy_from_slice(&self.pending[self.at..self.at + n]);
-        self.at += n;
-        Ok(n)
+    let copied = boxd_client::copy::copy_out(
+        client,
+        box_name,
+        path,
+        true,
+        boxd_client::copy::Dest::Tar(Box::new(writer)),
+        None,
+    )
+    .await;
+    let read = read.await.map_err(|e| e.to_string())?;
+    match (copied, read) {
+        // boxd's refusal (no such file, say) says more than a short tar.
+        (Err(boxd_client::copy::CopyError::Status(s)), _) => Err(status(s)),
+        (_, read) => read,
     }
 }

@@ -126,6 +126,16 @@ struct Done {
     state: String,
 }
 
+impl Done {
+    /// A box's name and the state a reply left it in.
+    fn of(name: String, info: Option<v1::BoxInfo>) -> Done {
+        Done {
+            name,
+            state: info.unwrap_or_default().state().label().into(),
+        }
+    }
+}
+
 fn made_by_mcp(info: &v1::BoxInfo) -> bool {
     info.spec
         .as_ref()
@@ -240,9 +250,21 @@ mod tests {
         let all = tools.list_all();
         assert!(all.len() >= 20, "{} tools", all.len());
         for t in all {
-            assert!(HELP.contains(&*t.name), "boxctl mcp --help lacks {}", t.name);
-            assert!(docs.contains(&format!("`{}`", t.name)), "docs/mcp.md lacks {}", t.name);
-            assert!(t.description.as_deref().is_some_and(|d| d.len() > 20), "{}", t.name);
+            assert!(
+                HELP.contains(&*t.name),
+                "boxctl mcp --help lacks {}",
+                t.name
+            );
+            assert!(
+                docs.contains(&format!("`{}`", t.name)),
+                "docs/mcp.md lacks {}",
+                t.name
+            );
+            assert!(
+                t.description.as_deref().is_some_and(|d| d.len() > 20),
+                "{}",
+                t.name
+            );
         }
     }
 }
