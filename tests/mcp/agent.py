@@ -5,7 +5,9 @@ report (each step's structured result, or its error text) for the Rust test
 to check. Arguments: MODE BOXCTL IMAGE PROJECT OUTSIDE [SERVER FLAGS...];
 MODE `all` runs every step, `hang` makes a box, starts a command that never
 ends, says `calling` on stdout and waits to be killed, `bench:N` times N
-`exec` calls of `true` in one session and prints their milliseconds."""
+`exec` calls of `true` in one session and prints their milliseconds,
+`restart` says `calling` during an `exec` that takes 3 s (boxd is restarted
+meanwhile) and prints its result."""
 
 import asyncio
 import json
@@ -64,6 +66,18 @@ async def main():
                     assert not r.is_error, r.content
                 await call("remove", "remove_box", name="mcpbench")
                 print(json.dumps({"ms": times}))
+                return
+
+            if mode == "restart":
+                await call("create", "create_box", name="rs", image=image)
+                pending = asyncio.ensure_future(
+                    call("exec", "exec", box="rs", shell="sleep 3; echo survived")
+                )
+                await asyncio.sleep(0.5)
+                print("calling", flush=True)
+                await pending
+                await call("remove", "remove_box", name="rs")
+                print(json.dumps(report))
                 return
 
             if mode == "hang":

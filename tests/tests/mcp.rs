@@ -289,3 +289,27 @@ fn a_typescript_sdk_client_pulls_execs_and_is_refused() {
     assert!(refused(&r, "missing").contains("nosuchbox"));
     passed(&r, "remove");
 }
+
+#[test]
+fn an_exec_lives_through_a_restart_of_boxd() {
+    let mut d = Daemon::start();
+    let (project, outside) = (host_dir(), host_dir());
+    let mut child = agent_command("restart", &d, project.path(), outside.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the MCP SDK client");
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line.trim(), "calling");
+    // boxd goes and comes back while the call waits for its command.
+    d.restart();
+    let mut report = String::new();
+    std::io::Read::read_to_string(&mut out, &mut report).unwrap();
+    assert!(child.wait().unwrap().success());
+    let r: Value = serde_json::from_str(&report).expect("the client's JSON report");
+    let exec = passed(&r, "exec");
+    assert_eq!(exec["stdout"]["text"], "survived\n", "{exec}");
+    assert_eq!(exec["exit_code"], 0);
+    passed(&r, "remove");
+}
