@@ -4,6 +4,7 @@
 //! translation. See docs/ARCHITECTURE.md for the map.
 
 pub mod activation;
+pub mod authority;
 pub mod config;
 pub mod doctor;
 pub mod egress;

@@ -173,6 +173,13 @@ pub struct Tracked {
     conns: std::sync::Arc<Connections>,
     peer: Peer,
     first_call: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    /// The client's bytes on their way to h2, header blocks rewritten so
+    /// that any `:authority` is served ([`crate::authority`]).
+    rewriter: crate::authority::Rewriter,
+    /// Rewritten bytes h2 has not read yet, from `ready_at`.
+    ready: Vec<u8>,
+    ready_at: usize,
+    scratch: Box<[u8]>,
 }
 
 impl Drop for Tracked {
@@ -214,6 +221,10 @@ pub fn tracked(
                         conns,
                         peer,
                         first_call: Some(Box::pin(tokio::time::sleep(FIRST_CALL_WITHIN))),
+                        rewriter: Default::default(),
+                        ready: Vec::new(),
+                        ready_at: 0,
+                        scratch: vec![0; 64 << 10].into_boxed_slice(),
                     }))
                 }
             }
@@ -243,7 +254,25 @@ impl tokio::io::AsyncRead for Tracked {
             // Made no call in time: read as closed, so the connection ends.
             return std::task::Poll::Ready(Ok(()));
         }
-        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+        let this = &mut *self;
+        loop {
+            if this.ready_at < this.ready.len() {
+                let n = buf.remaining().min(this.ready.len() - this.ready_at);
+                buf.put_slice(&this.ready[this.ready_at..this.ready_at + n]);
+                this.ready_at += n;
+                return std::task::Poll::Ready(Ok(()));
+            }
+            this.ready.clear();
+            this.ready_at = 0;
+            let mut raw = tokio::io::ReadBuf::new(&mut this.scratch);
+            std::task::ready!(std::pin::Pin::new(&mut this.inner).poll_read(cx, &mut raw))?;
+            if raw.filled().is_empty() {
+                return std::task::Poll::Ready(Ok(())); // the client closed
+            }
+            this.rewriter
+                .feed(raw.filled(), &mut this.ready)
+                .map_err(std::io::Error::other)?;
+        }
     }
 }
 

@@ -85,6 +85,20 @@ pub fn give_to_host_user(path: &std::path::Path) {
 /// the target directory, made again only when the file changes.
 pub fn sdk_python(name: &str) -> PathBuf {
     let venv = target_dir().join("test-venvs").join(name);
+    // Tests of one binary, and test binaries run side by side, make the
+    // venv once (as `agent::npm_dir` installs once).
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _held = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    std::fs::create_dir_all(target_dir().join("test-venvs")).expect("create test-venvs");
+    let lock = std::fs::File::create(
+        target_dir()
+            .join("test-venvs")
+            .join(format!(".{name}.lock")),
+    )
+    .expect("create the venv's lock");
+    // SAFETY: flock on a descriptor this process holds; released when
+    // `lock` is dropped at the end of this function.
+    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
     let python = venv.join("bin/python");
     let stamp = venv.join("requirements.txt");
     let file = agent::workspace()
