@@ -256,8 +256,8 @@ impl Boxes {
         for word in &req.publish {
             ports.push(boxd_client::spec::parse_publish(word).map_err(|e| e.to_string())?);
         }
+        // The mark is the server's to set: one the agent gives is replaced.
         let mut env = req.env.clone();
-        env.remove(MARK.0);
         env.insert(MARK.0.into(), MARK.1.into());
         let mut client = self.client().await?;
         let exists = self.inspect(&mut client, &req.name).await.ok();

@@ -625,6 +625,19 @@ impl Sup {
     }
 }
 
+/// The zygote's next reply and the descriptor it carries; `None` once the
+/// zygote is gone.
+async fn next_reply(sock: &AsyncFd<OwnedFd>) -> std::io::Result<Option<(ZReply, Option<OwnedFd>)>> {
+    loop {
+        let mut ready = sock.readable().await?;
+        match nsexec::receive(sock.get_ref()) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => ready.clear_ready(),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            other => return other,
+        }
+    }
+}
+
 /// The supervisor's side of the zygote.
 struct Zygote {
     pid: Option<i32>,
@@ -654,52 +667,31 @@ impl Zygote {
         // written through it, until it drops.
         let sock =
             unsafe { AsyncFd::register(sock) }.map_err(|e| Error::io("zygote socket", e.into()))?;
-        let first = tokio::time::timeout(Duration::from_secs(30), async {
-            loop {
-                let mut ready = sock
-                    .readable()
-                    .await
-                    .map_err(|e| Error::io("zygote socket", e))?;
-                match nsexec::receive(sock.get_ref()) {
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => ready.clear_ready(),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => break Err(Error::io("zygote socket", e)),
-                    Ok(reply) => break Ok(reply),
-                }
-            }
-        })
-        .await;
-        let listener = match first {
-            Ok(Ok(Some((nsexec::Reply::Ready, fd)))) => match (fd, enter.egress_port) {
-                (Some(fd), Some(_)) => Some(std::net::TcpListener::from(fd)),
-                (None, None) => None,
-                _ => {
-                    let _ = child.kill().await;
-                    return Err(Error::Engine(
-                        "the box's zygote did not pass the egress socket asked for".into(),
-                    ));
-                }
+        let first = match tokio::time::timeout(Duration::from_secs(30), next_reply(&sock)).await {
+            Err(_) => Err(Error::Engine(
+                "the box's zygote was not ready within 30 s".into(),
+            )),
+            Ok(Err(e)) => Err(Error::io("zygote socket", e)),
+            Ok(Ok(Some((ZReply::Ready, fd)))) => match (fd, enter.egress_port) {
+                (Some(fd), Some(_)) => Ok(Some(std::net::TcpListener::from(fd))),
+                (None, None) => Ok(None),
+                _ => Err(Error::Engine(
+                    "the box's zygote did not pass the egress socket asked for".into(),
+                )),
             },
-            Ok(Ok(Some((nsexec::Reply::Fail(_, why), _)))) => {
-                let _ = child.kill().await;
-                return Err(Error::Engine(format!("the box could not start: {why}")));
+            Ok(Ok(Some((ZReply::Fail(_, why), _)))) => {
+                Err(Error::Engine(format!("the box could not start: {why}")))
             }
-            Ok(Ok(other)) => {
-                let _ = child.kill().await;
-                return Err(Error::Engine(format!(
-                    "the box's zygote ended before it was ready ({})",
-                    other.map_or("no reply".into(), |(r, _)| format!("{r:?}"))
-                )));
-            }
-            Ok(Err(e)) => {
+            Ok(Ok(other)) => Err(Error::Engine(format!(
+                "the box's zygote ended before it was ready ({})",
+                other.map_or("no reply".into(), |(r, _)| format!("{r:?}"))
+            ))),
+        };
+        let listener = match first {
+            Ok(listener) => listener,
+            Err(e) => {
                 let _ = child.kill().await;
                 return Err(e);
-            }
-            Err(_) => {
-                let _ = child.kill().await;
-                return Err(Error::Engine(
-                    "the box's zygote was not ready within 30 s".into(),
-                ));
             }
         };
         let sock = Arc::new(sock);
@@ -714,21 +706,9 @@ impl Zygote {
         let (pending, exits) = (zygote.pending.clone(), zygote.exits.clone());
         let (zygote_pid, box_init) = (zygote.pid, enter.pid);
         tokio::spawn(async move {
-            loop {
-                let Ok(mut ready) = sock.readable().await else {
-                    break;
-                };
-                let (reply, fd) = match nsexec::receive(sock.get_ref()) {
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        ready.clear_ready();
-                        continue;
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Ok(Some(r)) => r,
-                    Ok(None) | Err(_) => break,
-                };
+            while let Ok(Some((reply, fd))) = next_reply(&sock).await {
                 match reply {
-                    // Once, first, and read by `start`: never again.
+                    // Once, first, and read by `enter`: never again.
                     ZReply::Ready => {}
                     ZReply::Connected => {
                         let answer = match fd {
