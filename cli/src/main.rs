@@ -577,6 +577,7 @@ async fn events(ctx: &Ctx, args: EventsArgs) -> Result<u8, Failure> {
             since_ms: since.unwrap_or(0),
             // boxd ends the stream there.
             until_ms: until.map_or(0, |u| u.max(1)),
+            initial: false,
         })
         .await?
         .into_inner();

@@ -201,7 +201,11 @@ impl Session {
         Ok(())
     }
 
+    /// The exec's stdin while it takes more: an exec that has exited
+    /// refuses input as it refuses a signal, so a client learns the bytes
+    /// went nowhere.
     fn stdin_open(&self) -> Result<&Stdin> {
+        self.running()?;
         let stdin = self.stdin.as_ref().ok_or_else(|| {
             Error::FailedPrecondition(format!("exec {} was started without stdin", self.id))
         })?;
@@ -215,13 +219,18 @@ impl Session {
     }
 
     pub async fn signal(&self, signal: i32) -> Result<()> {
+        self.running()?;
+        self.handle.signal(signal).await
+    }
+
+    fn running(&self) -> Result<()> {
         if self.exited() {
             return Err(Error::FailedPrecondition(format!(
                 "exec {} has exited",
                 self.id
             )));
         }
-        self.handle.signal(signal).await
+        Ok(())
     }
 
     pub async fn resize(&self, rows: u32, cols: u32) -> Result<()> {

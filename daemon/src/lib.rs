@@ -6,6 +6,7 @@
 pub mod activation;
 pub mod authority;
 pub mod config;
+pub mod discovery;
 pub mod doctor;
 pub mod egress;
 pub mod engine;

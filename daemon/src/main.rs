@@ -1,7 +1,8 @@
 //! `boxd`: the per-user box daemon. See docs/ARCHITECTURE.md for the map.
 
 use boxd::{
-    activation, config, doctor, engine, execs, limits, listener, lock, logging, registry, service,
+    activation, config, discovery, doctor, engine, execs, limits, listener, lock, logging,
+    registry, service,
 };
 
 use std::path::PathBuf;
@@ -255,12 +256,24 @@ async fn run(
     let incoming = listener::tracked(listener, connections.clone(), max_connections);
     tokio::spawn(give_back_memory(connections.clone()));
     let stop_serving = shutdown.clone();
+    let (health, health_service) = discovery::Health::serving().await;
+    let reflection_v1 = discovery::reflection_v1()?;
+    let reflection_v1alpha = discovery::reflection_v1alpha()?;
     let mut server = tokio::spawn(
         Server::builder()
             .initial_stream_window_size(boxd_proto::wire::STREAM_WINDOW)
             .initial_connection_window_size(boxd_proto::wire::CONNECTION_WINDOW)
             .max_frame_size(boxd_proto::wire::MAX_FRAME)
             .add_service(InterceptedService::new(api, listener::check_peer))
+            .add_service(InterceptedService::new(
+                health_service,
+                listener::check_peer,
+            ))
+            .add_service(InterceptedService::new(reflection_v1, listener::check_peer))
+            .add_service(InterceptedService::new(
+                reflection_v1alpha,
+                listener::check_peer,
+            ))
             .serve_with_incoming_shutdown(incoming, async move { stop_serving.cancelled().await }),
     );
     tracing::info!(socket = %paths.socket.display(), home = %paths.home.display(), pid = std::process::id(), activated, idle_exit = settings.idle_exit, "boxd is serving");
@@ -274,6 +287,7 @@ async fn run(
     };
     tracing::info!(%reason, "shutting down");
     activation::notify("STOPPING=1");
+    health.stopping().await;
     // Before the streams close: clients that lose this daemon come back to
     // the next, so their execs are not killed as abandoned.
     execs

@@ -30,13 +30,32 @@ pub struct Registry {
     /// `max-boxes` (0: no limit).
     max_boxes: usize,
     events: broadcast::Sender<BoxEvent>,
-    /// The last [`HISTORY`] events, for watchers that ask for the past
-    /// (`since_ms`); pushed and sent under this lock, so a watcher that
-    /// reads it and subscribes under it misses none and sees none twice.
-    history: Mutex<std::collections::VecDeque<BoxEvent>>,
+    /// What watchers that ask for more than the live events are given;
+    /// pushed and sent under this lock, so a watcher that reads it and
+    /// subscribes under it misses none and sees none twice.
+    kept: Mutex<Kept>,
     boxes: Mutex<BTreeMap<String, Arc<Slot>>>,
     /// Execs of boxes found running at start, until the exec table takes them.
     adopted: Mutex<Vec<(String, Vec<crate::engine::Adopted>)>>,
+}
+
+#[derive(Default)]
+struct Kept {
+    /// The last [`HISTORY`] events (`WatchBoxes.since_ms`).
+    history: std::collections::VecDeque<BoxEvent>,
+    /// Each box's last event, by name (`WatchBoxes.initial`).
+    last: BTreeMap<String, BoxEvent>,
+}
+
+fn event(record: &BoxRecord, elapsed_ms: u64, message: &str) -> BoxEvent {
+    BoxEvent {
+        box_id: record.id.clone(),
+        name: record.name.clone(),
+        state: record.state,
+        elapsed_ms,
+        at_ms: now_ms(),
+        message: message.to_owned(),
+    }
 }
 
 /// How many past events the registry keeps for `WatchBoxes.since_ms`
@@ -146,12 +165,18 @@ impl Registry {
         }
         tracing::info!(boxes = boxes.len(), "box registry loaded");
         let (events, _) = broadcast::channel(1024);
+        let mut kept = Kept::default();
+        for slot in boxes.values() {
+            let record = slot.try_lock().expect("a box just loaded");
+            kept.last
+                .insert(record.name.clone(), event(&record, 0, "loaded"));
+        }
         Ok(Registry {
             dir,
             engine,
             max_boxes,
             events,
-            history: Mutex::default(),
+            kept: Mutex::new(kept),
             boxes: Mutex::new(boxes),
             adopted: Mutex::new(adopted),
         })
@@ -173,8 +198,9 @@ impl Registry {
     /// The kept events at or after `since_ms` (Unix ms), then every later
     /// one, with no gap and no duplicate between them.
     pub fn subscribe_since(&self, since_ms: i64) -> (Vec<BoxEvent>, broadcast::Receiver<BoxEvent>) {
-        let history = self.history.lock().expect("event history");
-        let past = history
+        let kept = self.kept.lock().expect("kept events");
+        let past = kept
+            .history
             .iter()
             .filter(|e| e.at_ms >= since_ms)
             .cloned()
@@ -182,20 +208,32 @@ impl Registry {
         (past, self.events.subscribe())
     }
 
+    /// Every box's last event (its state now), by name, then every later
+    /// event, with no gap and no duplicate between them.
+    pub fn subscribe_current(&self) -> (Vec<BoxEvent>, broadcast::Receiver<BoxEvent>) {
+        let kept = self.kept.lock().expect("kept events");
+        let now = kept.last.values().cloned().collect();
+        (now, self.events.subscribe())
+    }
+
     fn emit(&self, record: &BoxRecord, elapsed_ms: u64, message: &str) {
-        let event = BoxEvent {
-            box_id: record.id.clone(),
-            name: record.name.clone(),
-            state: record.state,
-            elapsed_ms,
-            at_ms: now_ms(),
-            message: message.to_owned(),
-        };
-        let mut history = self.history.lock().expect("event history");
-        if history.len() == HISTORY {
-            history.pop_front();
+        let event = event(record, elapsed_ms, message);
+        let mut kept = self.kept.lock().expect("kept events");
+        if kept.history.len() == HISTORY {
+            kept.history.pop_front();
         }
-        history.push_back(event.clone());
+        kept.history.push_back(event.clone());
+        if record.state == State::Removed {
+            if kept
+                .last
+                .get(&record.name)
+                .is_some_and(|e| e.box_id == record.id)
+            {
+                kept.last.remove(&record.name);
+            }
+        } else {
+            kept.last.insert(record.name.clone(), event.clone());
+        }
         let _ = self.events.send(event);
     }
 

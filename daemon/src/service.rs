@@ -318,19 +318,55 @@ impl Boxd for Service {
         req: Request<v1::WatchBoxesRequest>,
     ) -> Result<Response<Self::WatchBoxesStream>, Status> {
         let req = req.into_inner();
-        let (past, mut events) = match req.since_ms {
-            s if s > 0 => self.registry.subscribe_since(s),
-            _ => (Vec::new(), self.registry.subscribe()),
+        let (first, mut events) = match (req.initial, req.since_ms) {
+            (true, s) if s > 0 => {
+                return Err(Status::invalid_argument(
+                    "`initial` and `since_ms` cannot be asked together: the initial list \
+                     is every box as it is now, the kept events are what happened since",
+                ));
+            }
+            (true, _) => {
+                let (now, events) = self.registry.subscribe_current();
+                let mut first: Vec<v1::BoxEvent> = now
+                    .into_iter()
+                    .map(|e| v1::BoxEvent {
+                        initial: true,
+                        ..e.into()
+                    })
+                    .collect();
+                first.push(v1::BoxEvent {
+                    synced: true,
+                    at_ms: crate::model::now_ms(),
+                    ..Default::default()
+                });
+                (first, events)
+            }
+            (false, s) if s > 0 => {
+                let (past, events) = self.registry.subscribe_since(s);
+                let until = req.until_ms;
+                let past = past
+                    .into_iter()
+                    .take_while(|e| until <= 0 || e.at_ms <= until)
+                    .map(v1::BoxEvent::from)
+                    .collect();
+                (past, events)
+            }
+            (false, _) => (Vec::new(), self.registry.subscribe()),
         };
         let until = (req.until_ms > 0).then_some(req.until_ms);
         let (tx, rx) = mpsc::channel(64);
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
-            for ev in past {
+            let past_end = first.len();
+            for (i, ev) in first.into_iter().enumerate() {
+                if until.is_some_and(|u| ev.at_ms > u) && !(ev.initial || ev.synced) {
+                    return;
+                }
+                let _ = (i, past_end);
                 if until.is_some_and(|u| ev.at_ms > u) {
                     return;
                 }
-                if tx.send(Ok(v1::BoxEvent::from(ev))).await.is_err() {
+                if tx.send(Ok(ev)).await.is_err() {
                     return;
                 }
             }

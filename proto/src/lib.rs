@@ -20,6 +20,14 @@ pub mod v1 {
 
     /// The API version string reported by `Describe`.
     pub const PROTOCOL: &str = "boxd.v1";
+
+    /// `boxd.proto` as an encoded `FileDescriptorSet`, served by the
+    /// daemon's server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/boxd_descriptor.bin"));
+
+    /// The service's full name, as health checks name it.
+    pub const SERVICE: &str = "boxd.v1.Boxd";
 }
 
 /// Transport settings the daemon and every client must agree on.

@@ -142,6 +142,7 @@ async fn a_box_reaches_its_listed_hosts_and_nothing_else() {
                     .duration_since(std::time::UNIX_EPOCH)
                     .unwrap()
                     .as_millis() as i64,
+                initial: false,
             })
             .await
             .unwrap()

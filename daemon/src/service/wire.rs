@@ -80,6 +80,8 @@ impl From<BoxEvent> for v1::BoxEvent {
             elapsed_ms: e.elapsed_ms,
             at_ms: e.at_ms,
             message: e.message,
+            initial: false,
+            synced: false,
         }
     }
 }
