@@ -713,6 +713,182 @@ async fn watch_reports_state_changes(engine: &'static str) {
     );
 }
 
+async fn input_to_an_exited_exec_fails_as_a_signal_does(engine: &'static str) {
+    let d = Daemon::with_engine(engine);
+    let mut c = d.client().await;
+    up(&mut c, "gone", busybox_spec()).await;
+    let mut req = start_req("gone", &["true"]);
+    req.stdin = true;
+    req.detach = true;
+    let exec = ExecStream::start(&mut c, req).await.unwrap();
+    let id = exec.exec_id().to_owned();
+    assert_eq!(collect(exec).await.exit.code, Some(0));
+    let input = c
+        .send_input(v1::SendInputRequest {
+            exec_id: id.clone(),
+            data: b"late".to_vec().into(),
+            close: false,
+        })
+        .await
+        .unwrap_err();
+    let close = c
+        .send_input(v1::SendInputRequest {
+            exec_id: id.clone(),
+            data: Default::default(),
+            close: true,
+        })
+        .await
+        .unwrap_err();
+    let signal = c
+        .signal_exec(v1::SignalExecRequest {
+            exec_id: id.clone(),
+            signal: Some(v1::Signal {
+                signal: "TERM".into(),
+            }),
+        })
+        .await
+        .unwrap_err();
+    for err in [&input, &close, &signal] {
+        assert_eq!(
+            err.code(),
+            boxd_client::tonic::Code::FailedPrecondition,
+            "{err:?}"
+        );
+        assert_eq!(err.message(), format!("exec {id} has exited"), "{err:?}");
+    }
+}
+
+/// `WatchBoxes.initial`: the boxes as they are, `synced`, then changes,
+/// while other clients create and remove boxes: every watcher's list,
+/// built from its stream alone, ends equal to `ListBoxes`, and no change
+/// is in its list twice.
+async fn watch_with_initial_starts_from_the_boxes_as_they_are(engine: &'static str) {
+    let d = Daemon::with_engine(engine);
+    let mut c = d.client().await;
+    up(&mut c, "up", busybox_spec()).await;
+    create(&mut c, "made", busybox_spec()).await;
+    let bad = c
+        .watch_boxes(v1::WatchBoxesRequest {
+            initial: true,
+            since_ms: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), boxd_client::tonic::Code::InvalidArgument);
+
+    let mut watch = c
+        .watch_boxes(v1::WatchBoxesRequest {
+            initial: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut first = Vec::new();
+    loop {
+        let ev = watch.message().await.unwrap().unwrap();
+        if ev.synced {
+            assert!(ev.name.is_empty() && !ev.initial, "{ev:?}");
+            break;
+        }
+        assert!(ev.initial, "{ev:?}");
+        first.push((ev.name, v1::BoxState::try_from(ev.state).unwrap()));
+    }
+    assert_eq!(
+        first,
+        [
+            ("made".to_owned(), v1::BoxState::Created),
+            ("up".to_owned(), v1::BoxState::Running)
+        ]
+    );
+    start(&mut c, "made").await;
+    for want in [v1::BoxState::Starting, v1::BoxState::Running] {
+        let ev = watch.message().await.unwrap().unwrap();
+        assert!(!ev.initial && !ev.synced, "{ev:?}");
+        assert_eq!((ev.name.as_str(), ev.state), ("made", want as i32));
+    }
+
+    // Watchers that begin while boxes come and go.
+    let churn = {
+        let mut c = d.client().await;
+        tokio::spawn(async move {
+            for i in 0..12 {
+                let name = format!("churn{i}");
+                create(&mut c, &name, busybox_spec()).await;
+                if i % 3 != 0 {
+                    c.remove_box(v1::RemoveBoxRequest { name, force: true })
+                        .await
+                        .unwrap();
+                }
+            }
+            create(&mut c, "fence", busybox_spec()).await;
+        })
+    };
+    let mut watchers = Vec::new();
+    for _ in 0..8 {
+        let mut c = d.client().await;
+        watchers.push(tokio::spawn(async move {
+            let mut watch = c
+                .watch_boxes(v1::WatchBoxesRequest {
+                    initial: true,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            let mut boxes = std::collections::BTreeMap::new();
+            let mut synced = false;
+            loop {
+                let ev = tokio::time::timeout(Duration::from_secs(30), watch.message())
+                    .await
+                    .expect("the fence arrives")
+                    .unwrap()
+                    .unwrap();
+                if ev.synced {
+                    assert!(!synced && !ev.initial, "{ev:?}");
+                    synced = true;
+                } else {
+                    assert_eq!(ev.initial, !synced, "{ev:?}");
+                    if !ev.initial && ev.message == "created" {
+                        assert!(
+                            !boxes.contains_key(&ev.name),
+                            "{} created while in the list: a duplicate",
+                            ev.name
+                        );
+                    }
+                    if ev.state == v1::BoxState::Removed as i32 {
+                        assert!(boxes.remove(&ev.name).is_some(), "{ev:?}: not listed");
+                    } else {
+                        boxes.insert(ev.name.clone(), ev.state);
+                    }
+                }
+                if synced && boxes.contains_key("fence") {
+                    return boxes;
+                }
+            }
+        }));
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    churn.await.unwrap();
+    let listed: std::collections::BTreeMap<String, i32> = list(&mut c)
+        .await
+        .into_iter()
+        .map(|b| (b.name, b.state))
+        .collect();
+    for w in watchers {
+        assert_eq!(w.await.unwrap(), listed);
+    }
+    for b in listed.keys() {
+        c.remove_box(v1::RemoveBoxRequest {
+            name: b.clone(),
+            force: true,
+        })
+        .await
+        .unwrap();
+    }
+}
+
 /// The isolation a box reports under each engine.
 fn isolation(engine: &str) -> &'static str {
     if engine == "boxlite" {
@@ -757,6 +933,8 @@ on_every_engine!(
     a_client_that_goes_away_has_its_exec_reaped,
     detached_exec_survives_its_client_and_can_be_attached_and_fed,
     watch_reports_state_changes,
+    watch_with_initial_starts_from_the_boxes_as_they_are,
+    input_to_an_exited_exec_fails_as_a_signal_does,
 );
 
 #[tokio::test(flavor = "multi_thread")]

@@ -121,6 +121,22 @@ fn stdin_kill_and_end_of_input() {
     );
     j.call(5, "exec.stdin", json!({"execId": cat, "close": true}));
     assert_eq!(j.exit_of(&cat)["exitCode"], 0);
+    // Once it has exited, input fails as a signal does: the bytes went
+    // nowhere, and the client is told.
+    for (id, method, params) in [
+        (6, "exec.stdin", json!({"execId": cat, "data": "late"})),
+        (7, "exec.kill", json!({"execId": cat})),
+    ] {
+        let f = j.call(id, method, params);
+        assert_eq!(f["error"]["code"], "failed_precondition", "{method}: {f}");
+        assert!(
+            f["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("has exited"),
+            "{method}: {f}"
+        );
+    }
     let out: Vec<Value> = j
         .seen
         .iter()
