@@ -234,6 +234,7 @@ impl Session {
     }
 
     pub async fn resize(&self, rows: u32, cols: u32) -> Result<()> {
+        self.running()?;
         if !self.tty {
             return Err(Error::FailedPrecondition(format!(
                 "exec {} has no TTY",
