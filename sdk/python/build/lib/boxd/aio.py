@@ -719,7 +719,10 @@ class AsyncProcess:
     async def _open(
         cls, client: AsyncClient, first: pb.ExecRequest, argv: Argv, reconnect: bool = True
     ) -> "AsyncProcess":
-        call, started = await cls._call_with(client._checked_stub(), first)
+        try:
+            call, started = await cls._call_with(client._checked_stub(), first)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
         return cls(client, call, started, argv, reconnect)
 
     @staticmethod
