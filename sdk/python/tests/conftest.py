@@ -59,7 +59,7 @@ class Daemon:
                 return
             except boxd.DaemonNotRunning:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"boxd exited {self.proc.returncode}: {self.tail()}")
+                    raise RuntimeError(f"boxd exited {self.proc.returncode}: {self.tail()}") from None
                 time.sleep(0.05)
         raise RuntimeError(f"boxd did not answer within 20 s: {self.tail()}")
 

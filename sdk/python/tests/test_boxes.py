@@ -45,7 +45,9 @@ def test_exec_output_is_byte_exact(box: boxd.Box) -> None:
     assert (r.stdout, r.stderr, r.exit_code, r.signal) == (b"out", b"err", 3, None)
     with pytest.raises(boxd.ExecError, match="exited 3: err"):
         r.check()
-    assert box.exec(["sh", "-c", "echo $GREETING; pwd"], env={"GREETING": "hé"}, cwd="/tmp").text == "hé\n/tmp\n"
+    assert (
+        box.exec(["sh", "-c", "echo $GREETING; pwd"], env={"GREETING": "hé"}, cwd="/tmp").text == "hé\n/tmp\n"
+    )
     assert box.exec(["sleep", "10"], timeout=0.3).timed_out
     with pytest.raises(TypeError):
         box.exec("ls -l")  # type: ignore[arg-type]

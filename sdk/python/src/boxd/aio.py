@@ -15,7 +15,6 @@ from typing import (
     IO,
     Any,
     AsyncIterator,
-    Awaitable,
     Callable,
     Dict,
     List,
@@ -42,7 +41,6 @@ from .errors import (
     NotFound,
     ProtocolMismatch,
     Unavailable,
-    UntrustedSocket,
     from_rpc_error,
 )
 from .paths import resolve
@@ -99,6 +97,9 @@ _CHANNEL_OPTIONS = [
     ("grpc.use_local_subchannel_pool", 1),
 ]
 
+#: What a stream's read returns once the stream ended (grpc.aio.EOF).
+_EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]
+
 T = TypeVar("T")
 Argv = Sequence[str]
 Data = Union[bytes, bytearray, memoryview, str]
@@ -114,9 +115,7 @@ def _bytes(data: Data) -> bytes:
 
 def _argv(argv: Argv) -> Tuple[str, List[str]]:
     if isinstance(argv, (str, bytes)):
-        raise TypeError(
-            "argv is a list of words, e.g. ['ls', '-l'] (for a shell line: ['sh', '-c', LINE])"
-        )
+        raise TypeError("argv is a list of words, e.g. ['ls', '-l'] (for a shell line: ['sh', '-c', LINE])")
     words = [str(a) for a in argv]
     return (words[0], words[1:]) if words else ("", [])
 
@@ -194,7 +193,7 @@ class AsyncClient:
         try:
             info = await cls._describe(channel, resolved)
         except BaseException:
-            await channel.close()
+            await channel.close(None)
             raise
         return cls(resolved, channel, info)
 
@@ -218,7 +217,7 @@ class AsyncClient:
     async def close(self) -> None:
         """Closes the connection (calls under way are cancelled)."""
         for ch in [self._channel, *self._retired]:
-            await ch.close()
+            await ch.close(None)
         self._retired.clear()
 
     async def __aenter__(self) -> "AsyncClient":
@@ -264,7 +263,7 @@ class AsyncClient:
                 try:
                     self.daemon = await self._describe(channel, resolved)
                 except BaseException:
-                    await channel.close()
+                    await channel.close(None)
                     raise
                 self._retired.append(self._channel)
                 self._channel = channel
@@ -513,7 +512,9 @@ class AsyncBox:
 
     async def snapshot(self, name: str) -> SnapshotInfo:
         """Keeps the box's files as snapshot ``name``."""
-        reply = await self.client._unary("CreateSnapshot", pb.CreateSnapshotRequest(box_name=self.name, name=name))
+        reply = await self.client._unary(
+            "CreateSnapshot", pb.CreateSnapshotRequest(box_name=self.name, name=name)
+        )
         return SnapshotInfo._of(reply)
 
     async def snapshots(self) -> List[SnapshotInfo]:
@@ -528,7 +529,9 @@ class AsyncBox:
 
     async def remove_snapshot(self, snapshot: str) -> None:
         """Deletes a snapshot."""
-        await self.client._unary("RemoveSnapshot", pb.RemoveSnapshotRequest(box_name=self.name, name=snapshot))
+        await self.client._unary(
+            "RemoveSnapshot", pb.RemoveSnapshotRequest(box_name=self.name, name=snapshot)
+        )
 
     async def clone(self, name: str) -> "AsyncBox":
         """A new box ``name`` with this one's spec and a copy of its files
@@ -736,7 +739,7 @@ class AsyncProcess:
         except BaseException:
             call.cancel()
             raise
-        if reply is grpc.aio.EOF:
+        if reply is _EOF:
             call.cancel()
             raise Unavailable("boxd closed the exec stream before it started")
         if reply.WhichOneof("event") != "started":
@@ -760,7 +763,7 @@ class AsyncProcess:
                     raise from_rpc_error(e) from None
                 await self._reattach(from_rpc_error(e).message)
                 continue
-            if reply is grpc.aio.EOF:
+            if reply is _EOF:
                 if not self._reconnect:
                     raise Unavailable("boxd ended the exec stream without an exit")
                 await self._reattach("boxd ended the exec stream without an exit")
@@ -770,13 +773,16 @@ class AsyncProcess:
                 stream = Stream.STDOUT if kind == "stdout" else Stream.STDERR
                 data, ack = self._position.take(stream, getattr(reply, kind))
                 if ack is not None:
-                    await self._send(pb.ExecRequest(ack=pb.ExecAck(stdout_offset=ack[0], stderr_offset=ack[1])))
+                    await self._send(
+                        pb.ExecRequest(ack=pb.ExecAck(stdout_offset=ack[0], stderr_offset=ack[1]))
+                    )
                 if data:
                     return Output(stream, data)
             elif kind == "exit":
                 self.exit = ExecExit._of(reply.exit)
                 async with self._changed:
                     self._changed.notify_all()
+                await self._after_exit()
             elif kind == "stdin_offset":
                 async with self._changed:
                     self._given = reply.stdin_offset
@@ -784,6 +790,17 @@ class AsyncProcess:
             else:
                 raise Internal(f"unexpected message on the exec stream: {kind}")
         raise StopAsyncIteration
+
+    async def _after_exit(self) -> None:
+        """The exit came: boxd ends the stream next (anything more from it
+        breaks the protocol)."""
+        try:
+            reply = await self._call.read()
+        except grpc.RpcError:
+            return
+        if reply is not _EOF:
+            self._call.cancel()
+            raise Internal(f"boxd sent an event after the exit of exec {self.exec_id}")
 
     # -- input -------------------------------------------------------------------
 
@@ -896,7 +913,10 @@ class AsyncProcess:
         channel = self._client._channel
         at = self._position.at
         attach = pb.ExecAttach(
-            exec_id=self.exec_id, stdout_offset=at[Stream.STDOUT], stderr_offset=at[Stream.STDERR], resumable=True
+            exec_id=self.exec_id,
+            stdout_offset=at[Stream.STDOUT],
+            stderr_offset=at[Stream.STDERR],
+            resumable=True,
         )
         try:
             call, started = await self._call_with(stub, pb.ExecRequest(attach=attach))
@@ -955,7 +975,9 @@ class AsyncProcess:
             if feeder is not None:
                 await _settle(feeder)
         assert self.exit is not None  # the iteration ends only after the exit
-        return ExecResult._of(self.argv, b"".join(out[Stream.STDOUT]), b"".join(out[Stream.STDERR]), self.exit)
+        return ExecResult._of(
+            self.argv, b"".join(out[Stream.STDOUT]), b"".join(out[Stream.STDERR]), self.exit
+        )
 
     async def cancel(self) -> None:
         """Ends this client's stream; boxd kills the command unless it was

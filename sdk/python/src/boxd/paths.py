@@ -15,8 +15,8 @@ them (``proto/src/paths.rs``):
 from __future__ import annotations
 
 import fcntl
-import stat
 import os
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -29,6 +29,7 @@ MAX_SOCKET_PATH = 103 if sys.platform == "darwin" else 107
 
 PathLike = Union[str, "os.PathLike[str]"]
 
+
 @dataclass(frozen=True)
 class Paths:
     """The daemon's socket and state directory."""
@@ -38,9 +39,11 @@ class Paths:
     #: No argument or ``BOXD_SOCKET`` named the socket: it was derived.
     socket_is_default: bool
 
+
 def _env(var: str) -> Optional[str]:
     value = os.environ.get(var)
     return value if value else None
+
 
 def _default_home() -> str:
     if sys.platform == "darwin":
@@ -50,6 +53,7 @@ def _default_home() -> str:
         data = os.path.join(os.path.expanduser("~"), ".local", "share")
     return os.path.join(data, "boxd")
 
+
 def _private_to_me(directory: str) -> bool:
     try:
         st = os.stat(directory)
@@ -58,6 +62,7 @@ def _private_to_me(directory: str) -> bool:
 
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o077 == 0
 
+
 def _runtime_dir() -> Optional[str]:
     if sys.platform == "darwin":
         return None
@@ -65,6 +70,7 @@ def _runtime_dir() -> Optional[str]:
     if runtime is None or not os.path.isabs(runtime):
         return None
     return os.path.join(runtime, "boxd")
+
 
 def lock_holder(home: str) -> Optional[Tuple[str, Optional[str]]]:
     """``(pid, socket)`` of the daemon holding ``home``'s lock, when one holds

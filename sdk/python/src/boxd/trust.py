@@ -106,8 +106,7 @@ def _socket_dir_problem(path: str, st: os.stat_result) -> Tuple[bool, str]:
         return False, f"{path} is not a directory"
     if st.st_uid != me:
         return False, (
-            f"the socket's directory {path} belongs to {_who(st.st_uid)}, not to "
-            f"{_who(me)}: {_TAKE}"
+            f"the socket's directory {path} belongs to {_who(st.st_uid)}, not to {_who(me)}: {_TAKE}"
         )
     perms = stat.S_IMODE(st.st_mode)
     if perms & 0o077:

@@ -140,10 +140,14 @@ def _safe(member: tarfile.TarInfo, dest: str) -> Optional[tarfile.TarInfo]:
         raise UnsafeArchive(f"the box sent an entry over a symlink: {name!r}")
     if member.islnk():
         link = member.linkname
-        if link.startswith("/") or ".." in link.split("/") or not _within(
-            dest, os.path.realpath(os.path.join(dest, link))
+        if (
+            link.startswith("/")
+            or ".." in link.split("/")
+            or not _within(dest, os.path.realpath(os.path.join(dest, link)))
         ):
-            raise UnsafeArchive(f"the box sent a hard link leading out of the destination: {name!r} -> {link!r}")
+            raise UnsafeArchive(
+                f"the box sent a hard link leading out of the destination: {name!r} -> {link!r}"
+            )
     elif not (member.isfile() or member.isdir() or member.issym()):
         return None
     mode = member.mode & 0o777 | (0o700 if member.isdir() else 0)

@@ -12,8 +12,21 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from typing import Any, AsyncIterator, Coroutine, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import (
+    Any,
+    AsyncIterator,
+    Coroutine,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
+from ._exec import Gap
 from .aio import Argv, AsyncBox, AsyncClient, AsyncFiles, AsyncProcess, Data
 from .types import (
     BoxEvent,
@@ -30,7 +43,6 @@ from .types import (
     PortMapping,
     SnapshotInfo,
 )
-from ._exec import Gap
 
 __all__ = ["Client", "Box", "Files", "Process", "connect"]
 
@@ -135,7 +147,9 @@ class Client:
         """Every box of this user."""
         return self._loop.run(self._a.boxes())
 
-    def create_box(self, name: str, image: str, *, if_exists: IfExists = IfExists.REUSE, **options: Any) -> "Box":
+    def create_box(
+        self, name: str, image: str, *, if_exists: IfExists = IfExists.REUSE, **options: Any
+    ) -> "Box":
         """See :meth:`boxd.AsyncClient.create_box` for the options."""
         return Box(self, self._loop.run(self._a.create_box(name, image, if_exists=if_exists, **options)))
 
@@ -235,7 +249,11 @@ class Box:
         self._loop.run(self._a.remove(force=force))
 
     def update(
-        self, *, cpus: Optional[int] = None, memory: Optional[int] = None, allow_net: Optional[Sequence[str]] = None
+        self,
+        *,
+        cpus: Optional[int] = None,
+        memory: Optional[int] = None,
+        allow_net: Optional[Sequence[str]] = None,
     ) -> Tuple[BoxInfo, Tuple[str, ...]]:
         return self._loop.run(self._a.update(cpus=cpus, memory=memory, allow_net=allow_net))
 

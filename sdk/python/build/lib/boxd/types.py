@@ -124,7 +124,9 @@ class Secret:
     placeholder: str = ""
 
     def _pb(self) -> pb.Secret:
-        return pb.Secret(name=self.name, hosts=list(self.hosts), placeholder=self.placeholder, value=self.value)
+        return pb.Secret(
+            name=self.name, hosts=list(self.hosts), placeholder=self.placeholder, value=self.value
+        )
 
     @classmethod
     def _of(cls, s: pb.Secret) -> "Secret":
