@@ -85,11 +85,22 @@ fn sdk_venv() -> PathBuf {
     }
     let digest = package_digest(&sdk);
     if std::fs::read_to_string(&sdk_stamp).ok().as_deref() != Some(&digest) {
-        // The pinned runtime is in the venv already: the SDK alone, afresh.
+        // The pinned runtime is in the venv already: the SDK alone, afresh,
+        // built from a copy (setuptools writes build/ and *.egg-info beside
+        // the sources it builds).
+        let copy = tempfile::tempdir().expect("tempdir");
+        let src = copy.path().join("python");
+        let status = Command::new("cp")
+            .arg("-r")
+            .arg(&sdk)
+            .arg(&src)
+            .status()
+            .expect("run cp");
+        assert!(status.success(), "cp -r {} failed", sdk.display());
         pip(&[
             "--no-deps".as_ref(),
             "--force-reinstall".as_ref(),
-            sdk.as_os_str(),
+            src.as_os_str(),
         ]);
         std::fs::write(&sdk_stamp, &digest).expect("write the SDK's stamp");
     }
