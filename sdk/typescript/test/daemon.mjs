@@ -4,13 +4,15 @@
 
 import { spawn } from "node:child_process";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 
 import { Boxd } from "../dist/index.js";
 
-/** The environment variable `name`, which the suite needs. */
+/**
+ * The environment variable `name`, which the suite needs.
+ * @param {string} name
+ */
 export function required(name) {
   const v = process.env[name];
   if (v === undefined || v === "") {
@@ -97,4 +99,3 @@ export class TestDaemon {
   }
 }
 
-export const tmpdir = os.tmpdir;
