@@ -5,8 +5,12 @@
 # check can regenerate into a temporary directory and compare:
 #
 #   ./generate.sh /tmp/gen && diff -r src/gen /tmp/gen
+#
+# PROTO_DIR: where boxd/v1/boxd.proto is (default: the repository's
+# proto/proto, for a copy of this package elsewhere).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+proto=${PROTO_DIR:-"$here/../../proto/proto"}
 out=${1:-"$here/src/gen"}
 case $out in /*) ;; *) out="$(pwd)/$out" ;; esac
 cd "$here"
@@ -20,7 +24,7 @@ trap 'rm -rf "$tmp"' EXIT
 # copy of the template pointed at $tmp, then replace $out whole, so that a
 # file no longer generated does not linger.
 sed "s|out: src/gen|out: $tmp/gen|" buf.gen.yaml > "$tmp/buf.gen.yaml"
-node_modules/.bin/buf generate ../../proto/proto --template "$tmp/buf.gen.yaml"
+node_modules/.bin/buf generate "$proto" --template "$tmp/buf.gen.yaml"
 rm -rf "$out"
 mkdir -p "$(dirname "$out")"
 cp -R "$tmp/gen" "$out"
