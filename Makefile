@@ -3,7 +3,7 @@ CARGO ?= cargo
 BIN := target/debug
 BOXCTL := $(BIN)/boxctl
 
-.PHONY: all deps build demo node-image run-pi test faults bench fuzz lint check-macos fmt clean
+.PHONY: all deps build demo node-image run-pi test faults bench fuzz lint check-macos fmt clean sdk sdk-check
 
 all: build
 
@@ -42,6 +42,16 @@ test: build
 	$(CARGO) test -p boxd --features boxlite-test-support engine::boxlite
 	@$(MAKE) --no-print-directory faults
 
+# The Python and TypeScript SDKs' generated code (stubs, types, clients,
+# the TypeScript dist/) from proto/ with their pinned generators; commit
+# what it writes. `make lint` (so CI) runs sdk-check: the committed code
+# must be what proto/ makes.
+sdk: deps
+	@scripts/sdk.sh generate
+
+sdk-check: deps
+	@scripts/sdk.sh check
+
 # Faults (a SIGKILLed daemon, killed clients, a full disk, stale files, a
 # box's init killed), load, hostile input and the namespace engine's
 # isolation, one test at a time, printing what each observed
@@ -71,10 +81,11 @@ bench: deps
 # Fuzz the JSONL line reader/request parser, the output encoder, request
 # validation, the namespace engine's bubblewrap translation, `docker save`
 # import, layer unpacking, box archive import and the egress proxy's
-# request handling, the ACP proxy's relay, the unpacker of `boxctl cp` (cargo-fuzz on the stable toolchain; FUZZ_SECONDS per
+# request handling, the ACP proxy's relay, the unpacker of `boxctl cp`, the
+# HTTP/2 :authority rewriter (cargo-fuzz on the stable toolchain; FUZZ_SECONDS per
 # target, FUZZ_TARGETS to pick).
 FUZZ_SECONDS ?= 300
-FUZZ_TARGETS ?= jsonl_request jsonl_output box_request bwrap_args image_import layer_unpack box_archive_import egress_request acp_relay cp_unpack
+FUZZ_TARGETS ?= jsonl_request jsonl_output box_request bwrap_args image_import layer_unpack box_archive_import egress_request acp_relay cp_unpack authority_rewrite
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && for t in $(FUZZ_TARGETS); do \
@@ -87,6 +98,7 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p boxd-tests --test faults --test load --test hostile --test isolation --test host_tools -- -D warnings
 	$(CARGO) clippy -p boxd --all-targets --features boxlite-test-support -- -D warnings
+	@$(MAKE) --no-print-directory sdk-check
 
 # Type-check (and lint) the macOS-only code from Linux: the XPC shim, and
 # the clients. Needs rustup to fetch the target's standard library. The
