@@ -8,6 +8,7 @@ pub mod image;
 pub mod podman;
 pub mod procs;
 pub mod registry;
+pub mod sdk;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -759,7 +759,13 @@ class AsyncProcess:
             try:
                 reply = await self._call.read()
             except grpc.RpcError as e:
-                if not (self._reconnect and _is_connection_loss(e)):
+                # A write of ours (an ack, stdin) that meets a stream boxd
+                # has just ended (the exit sent, then RST_STREAM(NO_ERROR),
+                # as HTTP/2 allows) makes grpcio fail the whole call with
+                # INTERNAL, hiding the output and exit already received:
+                # attach again, from the offsets read, for the rest.
+                broken_by_write = not self._linked
+                if not (self._reconnect and (broken_by_write or _is_connection_loss(e))):
                     raise from_rpc_error(e) from None
                 await self._reattach(from_rpc_error(e).message)
                 continue
