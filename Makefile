@@ -36,7 +36,12 @@ run-pi: deps
 # that open a real BoxLite runtime.
 # The exec plumbing of the BoxLite engine is also tested against BoxLite's
 # fake executions (feature boxlite-test-support), since no VM boots here.
+# The remote BoxLite engine's tests (tests/tests/remote.rs) run against a
+# real `boxlite serve`, built once from the Rust package registry by
+# scripts/boxlite-serve.sh (cached in ~/.cache/boxd): started here in the
+# background, waited for by those tests.
 test: build
+	@mkdir -p target && (scripts/boxlite-serve.sh > /dev/null 2> target/boxlite-serve.log &)
 	export BOXLITE_RUNTIME_DIR="$$(scripts/boxlite-runtime.sh)" && \
 	$(CARGO) test --workspace && \
 	$(CARGO) test -p boxd --features boxlite-test-support engine::boxlite

@@ -65,9 +65,15 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
                         d.daemon_version, d.pid, d.socket
                     );
                     println!(
-                        "engine: {} {} ({} isolation)",
-                        d.engine, d.engine_version, d.isolation
+                        "engine: {} {} ({} isolation{})",
+                        d.engine,
+                        d.engine_version,
+                        d.isolation,
+                        crate::output::host_suffix(&d.engine_host)
                     );
+                    if !d.engine_problem.is_empty() {
+                        println!("engine problem: {}", d.engine_problem);
+                    }
                     for n in &d.notes {
                         println!("note: {n}");
                     }

@@ -36,8 +36,17 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         Ok(mut c) => match c.describe(boxd_client::v1::DescribeRequest {}).await {
             Ok(d) => {
                 let d = d.into_inner();
+                if !d.engine_host.is_empty() {
+                    checks.push(if d.engine_problem.is_empty() {
+                        json!({"name": "remote engine", "status": "ok",
+                               "detail": format!("boxes run on {}", d.engine_host)})
+                    } else {
+                        json!({"name": "remote engine", "status": "fail", "detail": d.engine_problem,
+                               "fix": "start the BoxLite server, or fix --boxlite-url / --boxlite-api-key-file and restart boxd"})
+                    });
+                }
                 json!({"name": "daemon", "status": "ok",
-                       "detail": format!("boxd {} (pid {}) runs boxes with the {} engine ({} isolation)", d.daemon_version, d.pid, d.engine, d.isolation)})
+                       "detail": format!("boxd {} (pid {}) runs boxes with the {} engine ({} isolation{})", d.daemon_version, d.pid, d.engine, d.isolation, crate::output::host_suffix(&d.engine_host))})
             }
             Err(s) => {
                 json!({"name": "daemon", "status": "fail", "detail": s.message(), "fix": "see the daemon log in the state directory"})

@@ -24,6 +24,7 @@ pub fn box_json(b: &v1::BoxInfo) -> Value {
         "startedAtMs": b.started_at_ms,
         "isolation": b.isolation,
         "engine": b.engine,
+        "engineHost": b.engine_host,
         "runningExecs": b.running_execs,
         "diskBytes": b.disk_bytes,
         "error": b.error,
@@ -108,10 +109,11 @@ pub fn created(ctx: &Ctx, r: &Created) {
         Outcome::Reused => "reused",
     };
     println!(
-        "{verb} box {} ({}, {} isolation) in {} ms",
+        "{verb} box {} ({}, {} isolation{}) in {} ms",
         b.name,
         b.id,
         r.isolation(),
+        host_suffix(&b.engine_host),
         r.elapsed_ms
     );
 }
@@ -171,12 +173,19 @@ pub fn list(ctx: &Ctx, boxes: &[v1::BoxInfo]) {
             b.name,
             b.id,
             state(b.state),
-            b.isolation,
+            if b.engine_host.is_empty() {
+                b.isolation.clone()
+            } else {
+                format!("{}*", b.isolation)
+            },
             b.running_execs,
             b.disk_bytes.map_or("-".into(), size),
             ports_column(&b.ports),
             b.image
         );
+    }
+    if let Some(b) = boxes.iter().find(|b| !b.engine_host.is_empty()) {
+        println!("* runs on {}", b.engine_host.trim_start_matches("remote: "));
     }
 }
 
@@ -222,7 +231,17 @@ pub fn describe_json(d: &v1::DescribeResponse) -> Value {
         "engine": d.engine, "engineVersion": d.engine_version, "isolation": d.isolation,
         "capabilities": d.capabilities, "notes": d.notes, "networkFiltering": d.network_filtering,
         "socket": d.socket, "home": d.home,
+        "engineHost": d.engine_host, "engineProblem": d.engine_problem,
     })
+}
+
+/// `, remote: URL` after an isolation word, for an engine elsewhere.
+pub fn host_suffix(host: &str) -> String {
+    if host.is_empty() {
+        String::new()
+    } else {
+        format!(", {host}")
+    }
 }
 
 pub fn version(ctx: &Ctx, daemon: Option<&v1::DescribeResponse>) {
@@ -234,8 +253,13 @@ pub fn version(ctx: &Ctx, daemon: Option<&v1::DescribeResponse>) {
     println!("boxctl {client}");
     match daemon {
         Some(d) => println!(
-            "boxd {} ({}, engine {} {}, {} isolation)",
-            d.daemon_version, d.protocol, d.engine, d.engine_version, d.isolation
+            "boxd {} ({}, engine {} {}, {} isolation{})",
+            d.daemon_version,
+            d.protocol,
+            d.engine,
+            d.engine_version,
+            d.isolation,
+            host_suffix(&d.engine_host)
         ),
         None => println!("boxd not running"),
     }

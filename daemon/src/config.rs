@@ -28,9 +28,20 @@ pub struct File {
     /// The most bytes one image may unpack to: a number of bytes, or a
     /// string such as `"32G"` (0: no limit).
     pub max_image_size: Option<Size>,
+    /// The BoxLite engine on a BoxLite REST server (`[boxlite]`).
+    pub boxlite: Option<BoxliteFile>,
     /// `boxctl mcp`'s policy (read and checked by boxctl, not the daemon).
     #[serde(default, skip_serializing)]
     pub mcp: Option<toml::Table>,
+}
+
+/// `[boxlite]`: where a remote BoxLite runtime is and the file with its
+/// API key (never the key itself: a configuration file is no place for it).
+#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct BoxliteFile {
+    pub url: Option<String>,
+    pub api_key_file: Option<PathBuf>,
 }
 
 /// Which engine runs boxes: one type from the flag, the environment and
@@ -125,6 +136,12 @@ pub struct Settings {
     pub max_connections: usize,
     /// Bytes; 0: no limit.
     pub max_image_size: u64,
+    /// A BoxLite REST server to run boxes on (with the BoxLite engine).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boxlite_url: Option<String>,
+    /// The file holding its API key (else `BOXD_BOXLITE_API_KEY`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boxlite_api_key_file: Option<PathBuf>,
     /// Where the file was read from, if one was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_file: Option<PathBuf>,

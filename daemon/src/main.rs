@@ -53,6 +53,15 @@ struct Cli {
     /// or imported archive beyond it is refused (0: no limit) [default: 32G].
     #[arg(long, env = "BOXD_MAX_IMAGE_SIZE", value_name = "SIZE", value_parser = config::parse_size)]
     max_image_size: Option<u64>,
+    /// Run boxes on the BoxLite REST server at this URL (`boxlite serve`,
+    /// or a control plane) instead of on this host; implies `--engine
+    /// boxlite`, and never falls back to local boxes.
+    #[arg(long, env = "BOXD_BOXLITE_URL", value_name = "URL")]
+    boxlite_url: Option<String>,
+    /// The file whose first line is that server's API key [default: the
+    /// environment's BOXD_BOXLITE_API_KEY, else no key].
+    #[arg(long, env = "BOXD_BOXLITE_API_KEY_FILE", value_name = "PATH")]
+    boxlite_api_key_file: Option<PathBuf>,
     /// The configuration file [default: $XDG_CONFIG_HOME/boxd/config.toml].
     #[arg(long, env = "BOXD_CONFIG", value_name = "PATH")]
     config: Option<PathBuf>,
@@ -73,6 +82,14 @@ fn settings(cli: &Cli) -> Result<config::Settings, String> {
     )
     .map_err(|e| e.to_string())?;
     let engine = cli.engine.or(file.engine).unwrap_or(EngineChoice::Auto);
+    let boxlite = file.boxlite.unwrap_or_default();
+    let boxlite_url = cli.boxlite_url.clone().or(boxlite.url);
+    if boxlite_url.is_some() && engine == EngineChoice::Namespace {
+        return Err(
+            "--boxlite-url runs boxes on a BoxLite server: it needs --engine boxlite (or auto), not namespace"
+                .into(),
+        );
+    }
     Ok(config::Settings {
         socket: paths.socket,
         home: paths.home,
@@ -90,6 +107,8 @@ fn settings(cli: &Cli) -> Result<config::Settings, String> {
             .max_image_size
             .or(file.max_image_size.map(|s| s.0))
             .unwrap_or(config::DEFAULT_MAX_IMAGE_SIZE),
+        boxlite_url,
+        boxlite_api_key_file: cli.boxlite_api_key_file.clone().or(boxlite.api_key_file),
         config_file: from,
     })
 }
@@ -212,7 +231,25 @@ async fn run(
         max_size: settings.max_image_size,
         cancel: shutdown.child_token(),
     };
-    let engine = select_engine(settings.engine, &paths, limits).await?;
+    let engine = match &settings.boxlite_url {
+        Some(url) => {
+            let remote = engine::boxlite::remote::Remote::new(
+                url,
+                settings.boxlite_api_key_file.as_deref(),
+            )?;
+            let engine = engine::boxlite::BoxliteEngine::remote(&paths.home, remote)
+                .map_err(|e| e.to_string())?;
+            match engine.reachable().await {
+                Some(Err(why)) => {
+                    tracing::warn!(%why, "the remote BoxLite runtime is not usable yet; boxd serves and tells clients (doctor, daemon status)")
+                }
+                Some(Ok(what)) => tracing::info!(%what, "remote BoxLite runtime"),
+                None => {}
+            }
+            Arc::new(engine) as Arc<dyn Engine>
+        }
+        None => select_engine(settings.engine, &paths, limits).await?,
+    };
     let info = engine.info();
     tracing::info!(engine = info.name, version = %info.version, isolation = info.isolation.as_str(), "engine ready");
     let registry = Arc::new(

@@ -110,13 +110,22 @@ impl Registry {
     pub async fn open(dir: PathBuf, engine: Arc<dyn Engine>, max_boxes: usize) -> Result<Registry> {
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
-        let running: Vec<String> = engine
-            .list()
-            .await?
-            .into_iter()
-            .filter(|b| b.running)
-            .map(|b| b.id)
-            .collect();
+        // An engine that cannot tell now (a remote server that does not
+        // answer) leaves every record as it was: a box is marked stopped
+        // only when the engine says it no longer runs.
+        let running: Option<Vec<String>> = match engine.list().await {
+            Ok(boxes) => Some(
+                boxes
+                    .into_iter()
+                    .filter(|b| b.running)
+                    .map(|b| b.id)
+                    .collect(),
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "the engine cannot list its boxes now; box states stay as recorded");
+                None
+            }
+        };
         let mut boxes = BTreeMap::new();
         let mut adopted = Vec::new();
         let entries =
@@ -156,7 +165,11 @@ impl Registry {
                 boxes.insert(record.name.clone(), Arc::new(Slot::new(record)));
                 continue;
             }
-            if was_running && !running.contains(&record.id) {
+            if was_running
+                && running
+                    .as_ref()
+                    .is_some_and(|running| !running.contains(&record.id))
+            {
                 tracing::info!(name = %record.name, "box was running when boxd stopped; it is stopped now");
                 record.state = State::Stopped;
                 persist(&record)?;

@@ -80,6 +80,7 @@ impl Service {
             started_at_ms: r.started_at_ms,
             isolation: engine.isolation.as_str().to_owned(),
             engine: engine.name.to_owned(),
+            engine_host: engine.host.clone().unwrap_or_default(),
             spec: Some(wire::box_spec(&r.spec)),
             running_execs: self.execs.running_in(&r.name),
             error: r.error.clone(),
@@ -207,6 +208,8 @@ impl Boxd for Service {
             network_filtering: e.network_filtering,
             socket: self.socket.to_string_lossy().into_owned(),
             home: self.home.to_string_lossy().into_owned(),
+            engine_host: e.host.clone().unwrap_or_default(),
+            engine_problem: self.registry.engine().problem().await.unwrap_or_default(),
         }))
     }
 

@@ -9,6 +9,7 @@ pub mod podman;
 pub mod procs;
 pub mod registry;
 pub mod sdk;
+pub mod serve;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -344,6 +345,20 @@ impl Daemon {
                 .arg(&self.socket)
                 .arg("--home")
                 .arg(&self.home);
+        }
+        // The microVM suites against a remote BoxLite runtime
+        // (scripts/vm-suite.sh): every BoxLite daemon on that server.
+        if self.engine == "boxlite"
+            && let (Ok(url), Ok(key)) = (
+                std::env::var("BOXD_TEST_BOXLITE_URL"),
+                std::env::var("BOXD_TEST_BOXLITE_API_KEY_FILE"),
+            )
+            && !self.env.iter().any(|(k, _)| k == "BOXD_BOXLITE_URL")
+        {
+            cmd.arg("--boxlite-url")
+                .arg(url)
+                .arg("--boxlite-api-key-file")
+                .arg(key);
         }
         cmd.arg("--engine")
             .arg(self.engine)

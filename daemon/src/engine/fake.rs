@@ -75,6 +75,7 @@ impl Default for FakeEngine {
                 create_warning: None,
                 boxes_outlive_daemon: false,
                 execs_outlive_daemon: false,
+                host: None,
             },
             script: Mutex::default(),
             creates: Mutex::default(),

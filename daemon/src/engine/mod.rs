@@ -105,6 +105,8 @@ pub struct EngineInfo {
     pub boxes_outlive_daemon: bool,
     /// Whether running execs keep running (and are found again) too.
     pub execs_outlive_daemon: bool,
+    /// Where boxes run: `None` for this host, else `remote: URL`.
+    pub host: Option<String>,
 }
 
 /// What `create` made.
@@ -319,6 +321,12 @@ pub trait Engine: Send + Sync + 'static {
     /// the execs it kept. `None`: the engine does not run it (any more).
     /// Engines whose boxes do not outlive the daemon find nothing.
     async fn adopt(&self, _record: &BoxRecord) -> Option<Vec<Adopted>> {
+        None
+    }
+
+    /// Why the engine cannot serve boxes right now (a remote server that
+    /// does not answer or refuses the key), asked afresh; `None` when it can.
+    async fn problem(&self) -> Option<String> {
         None
     }
 

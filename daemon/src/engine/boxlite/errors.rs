@@ -52,6 +52,10 @@ pub(super) fn map_err(context: &str, e: BoxliteError) -> Error {
         BoxliteError::InvalidArgument(m) if m.contains("already exists") => {
             Error::AlreadyExists(msg)
         }
+        // A REST server that refused the API key.
+        BoxliteError::Config(m) if m.starts_with("auth") => Error::FailedPrecondition(format!(
+            "{msg} (the BoxLite server refused the API key: check --boxlite-api-key-file)"
+        )),
         BoxliteError::InvalidArgument(_) | BoxliteError::Config(_) => Error::InvalidArgument(msg),
         BoxliteError::NotFound(_) => Error::NotFound(msg),
         BoxliteError::AlreadyExists(_) => Error::AlreadyExists(msg),

@@ -18,6 +18,9 @@ impl Images for BoxliteEngine {
         reference: &str,
         progress: crate::image::pull::Progress,
     ) -> Result<crate::model::ImageInfo> {
+        self.local_only(
+            "pulling an image through boxd (the server gets a box's image when it first starts)",
+        )?;
         progress
             .send(crate::model::PullEvent::Started {
                 reference: reference.to_owned(),

@@ -41,6 +41,7 @@ mod options;
 mod ports;
 pub mod preflight;
 mod process;
+pub mod remote;
 pub mod runtime_dir;
 mod snapshots;
 mod start_diagnostics;
@@ -70,6 +71,9 @@ pub struct BoxliteEngine {
     /// BoxLite's home (`HOME/boxlite`).
     home: PathBuf,
     verdict: Verdict,
+    /// The BoxLite REST server the runtime is a client of; `None` for a
+    /// runtime on this host.
+    remote: Option<remote::Remote>,
     /// The ports each running box publishes (by record id), as BoxLite
     /// reported them when the box started or was last listed.
     published: std::sync::Mutex<std::collections::HashMap<String, Vec<PortMapping>>>,
@@ -104,19 +108,65 @@ impl BoxliteEngine {
             runtime,
             home: bl_home,
             verdict,
+            remote: None,
             published: Default::default(),
         })
+    }
+
+    /// The engine on the BoxLite REST server `remote` names: boxes are the
+    /// server's VMs, never this host's (no local runtime is opened, and
+    /// nothing falls back to one). Makes no request: a server that does not
+    /// answer yet is reported by [`BoxliteEngine::reachable`], not here.
+    pub fn remote(home: &Path, remote: remote::Remote) -> Result<BoxliteEngine> {
+        let runtime = remote.open()?;
+        tracing::info!(url = %remote.url, key = remote.api_key.is_some(), "BoxLite REST runtime");
+        Ok(BoxliteEngine {
+            info: info::remote_info(&remote.url),
+            runtime,
+            home: home.join("boxlite"),
+            verdict: Verdict {
+                can_boot: true,
+                reason: String::new(),
+            },
+            remote: Some(remote),
+            published: Default::default(),
+        })
+    }
+
+    /// For a remote runtime, whether its server answers and takes the key
+    /// (`Ok`/`Err` with the reason, naming the URL); `None` for a local one.
+    pub async fn reachable(&self) -> Option<std::result::Result<String, String>> {
+        let remote = self.remote.as_ref()?;
+        Some(remote::probe(&self.runtime, &remote.url).await)
+    }
+
+    /// Refuses `what` on a remote runtime.
+    pub(super) fn local_only(&self, what: &str) -> Result<()> {
+        match &self.remote {
+            Some(r) => Err(remote::unsupported(what, &r.url)),
+            None => Ok(()),
+        }
     }
 
     /// The BoxLite box of a boxd box, by exact name.
     async fn find(&self, record: &BoxRecord) -> Result<Option<BoxInfo>> {
         let name = boxlite_name(record);
-        let all = self
-            .runtime
-            .list_info()
-            .await
-            .map_err(|e| map_err("list BoxLite boxes", e))?;
+        let all = self.list_info().await?;
         Ok(all.into_iter().find(|i| i.name.as_deref() == Some(name)))
+    }
+
+    /// Every BoxLite box; bounded in time on a remote runtime.
+    async fn list_info(&self) -> Result<Vec<BoxInfo>> {
+        match &self.remote {
+            Some(r) => {
+                remote::bounded("list BoxLite boxes", &r.url, self.runtime.list_info()).await
+            }
+            None => self
+                .runtime
+                .list_info()
+                .await
+                .map_err(|e| map_err("list BoxLite boxes", e)),
+        }
     }
 
     /// A fresh handle (handles are spent by `stop`), with the box's status
@@ -168,9 +218,22 @@ impl Engine for BoxliteEngine {
         self
     }
 
+    async fn problem(&self) -> Option<String> {
+        self.reachable().await.and_then(|r| r.err())
+    }
+
     async fn create(&self, record: &BoxRecord) -> Result<Created> {
+        if let Some(r) = &self.remote {
+            remote::check_spec(&record.spec, &r.url)?;
+        }
         let (options, mut warnings) = box_options(&record.spec)?;
         let image_digest = match &options.rootfs {
+            RootfsSpec::Image(reference) if self.remote.is_some() => {
+                warnings.push(format!(
+                    "the BoxLite server gets {reference} itself when the box first starts"
+                ));
+                String::new()
+            }
             RootfsSpec::RootfsPath(path) => {
                 warnings.push(format!(
                     "BoxLite reads the image layout {path} again on every start: keep it in place for the life of the box"
@@ -213,10 +276,13 @@ impl Engine for BoxliteEngine {
         if info.status.is_running() {
             return Ok(());
         }
-        handle
-            .start()
-            .await
-            .map_err(|e| start_diagnostics::start_error(&self.home, info.id.as_str(), e))?;
+        handle.start().await.map_err(|e| match &self.remote {
+            Some(r) => map_err(
+                &format!("start the microVM on the BoxLite server at {}", r.url),
+                e,
+            ),
+            None => start_diagnostics::start_error(&self.home, info.id.as_str(), e),
+        })?;
         if !record.spec.ports.is_empty() {
             let now = self.find(record).await.ok().flatten();
             self.remember_ports(record, now.as_ref());
@@ -260,11 +326,7 @@ impl Engine for BoxliteEngine {
     }
 
     async fn list(&self) -> Result<Vec<EngineBox>> {
-        let all = self
-            .runtime
-            .list_info()
-            .await
-            .map_err(|e| map_err("list BoxLite boxes", e))?;
+        let all = self.list_info().await?;
         self.remember_listed(&all);
         Ok(all
             .into_iter()
@@ -287,6 +349,11 @@ impl Engine for BoxliteEngine {
             return Err(Error::Unimplemented(
                 "the microVM engine runs only a command given (it does not read the image's Entrypoint or Cmd)".into(),
             ));
+        }
+        if spec.user.is_some() {
+            // BoxLite's REST API has no per-exec user: it would run as the
+            // box's, silently.
+            self.local_only("running an exec as another user (--user)")?;
         }
         let handle = self.running(record).await?;
         let execution = handle
@@ -356,6 +423,7 @@ impl Engine for BoxliteEngine {
         path: &str,
         follow_symlinks: bool,
     ) -> Result<super::ByteStream> {
+        self.local_only("copying files out of a box")?;
         let handle = self.running(record).await?;
         let (stream, _shape) = handle
             .copy_out_stream(path, copy_options(follow_symlinks))
@@ -370,6 +438,7 @@ impl Engine for BoxliteEngine {
         path: &str,
         archive: super::ByteStream,
     ) -> Result<u64> {
+        self.local_only("copying files into a box")?;
         let handle = self.running(record).await?;
         let taken = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         handle
@@ -385,6 +454,10 @@ impl Engine for BoxliteEngine {
     }
 
     async fn shutdown(&self) {
+        if self.remote.is_some() {
+            // The server's boxes are the server's: nothing here to stop.
+            return;
+        }
         // Detached boxes (all of ours) are left running by design; boxd's
         // registry stops the ones it wants stopped before calling this.
         if let Err(e) = self.runtime.shutdown(Some(SHUTDOWN_TIMEOUT_S)).await {

@@ -211,6 +211,7 @@ impl NamespaceEngine {
             create_warning: None,
             boxes_outlive_daemon: true,
             execs_outlive_daemon: true,
+            host: None,
         };
         let (ended_tx, ended_rx) = tokio::sync::mpsc::unbounded_channel();
         Ok(NamespaceEngine {

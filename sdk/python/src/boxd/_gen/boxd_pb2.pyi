@@ -42,7 +42,7 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("protocol", "daemon_version", "pid", "engine", "engine_version", "isolation", "capabilities", "notes", "network_filtering", "socket", "home")
+    __slots__ = ("protocol", "daemon_version", "pid", "engine", "engine_version", "isolation", "capabilities", "notes", "network_filtering", "socket", "home", "engine_host", "engine_problem")
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     DAEMON_VERSION_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +54,8 @@ class DescribeResponse(_message.Message):
     NETWORK_FILTERING_FIELD_NUMBER: _ClassVar[int]
     SOCKET_FIELD_NUMBER: _ClassVar[int]
     HOME_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_HOST_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_PROBLEM_FIELD_NUMBER: _ClassVar[int]
     protocol: str
     daemon_version: str
     pid: int
@@ -65,7 +67,9 @@ class DescribeResponse(_message.Message):
     network_filtering: bool
     socket: str
     home: str
-    def __init__(self, protocol: _Optional[str] = ..., daemon_version: _Optional[str] = ..., pid: _Optional[int] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., isolation: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., notes: _Optional[_Iterable[str]] = ..., network_filtering: bool = ..., socket: _Optional[str] = ..., home: _Optional[str] = ...) -> None: ...
+    engine_host: str
+    engine_problem: str
+    def __init__(self, protocol: _Optional[str] = ..., daemon_version: _Optional[str] = ..., pid: _Optional[int] = ..., engine: _Optional[str] = ..., engine_version: _Optional[str] = ..., isolation: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., notes: _Optional[_Iterable[str]] = ..., network_filtering: bool = ..., socket: _Optional[str] = ..., home: _Optional[str] = ..., engine_host: _Optional[str] = ..., engine_problem: _Optional[str] = ...) -> None: ...
 
 class Mount(_message.Message):
     __slots__ = ("host_path", "guest_path", "read_only")
@@ -143,7 +147,7 @@ class Secret(_message.Message):
     def __init__(self, name: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., placeholder: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class BoxInfo(_message.Message):
-    __slots__ = ("id", "name", "state", "image", "image_digest", "created_at_ms", "started_at_ms", "isolation", "engine", "spec", "running_execs", "error", "disk_bytes", "ports")
+    __slots__ = ("id", "name", "state", "image", "image_digest", "created_at_ms", "started_at_ms", "isolation", "engine", "spec", "running_execs", "error", "disk_bytes", "ports", "engine_host")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -158,6 +162,7 @@ class BoxInfo(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     DISK_BYTES_FIELD_NUMBER: _ClassVar[int]
     PORTS_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_HOST_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     state: BoxState
@@ -172,7 +177,8 @@ class BoxInfo(_message.Message):
     error: str
     disk_bytes: int
     ports: _containers.RepeatedCompositeFieldContainer[PortMapping]
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[BoxState, str]] = ..., image: _Optional[str] = ..., image_digest: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., started_at_ms: _Optional[int] = ..., isolation: _Optional[str] = ..., engine: _Optional[str] = ..., spec: _Optional[_Union[BoxSpec, _Mapping]] = ..., running_execs: _Optional[int] = ..., error: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., ports: _Optional[_Iterable[_Union[PortMapping, _Mapping]]] = ...) -> None: ...
+    engine_host: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[BoxState, str]] = ..., image: _Optional[str] = ..., image_digest: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., started_at_ms: _Optional[int] = ..., isolation: _Optional[str] = ..., engine: _Optional[str] = ..., spec: _Optional[_Union[BoxSpec, _Mapping]] = ..., running_execs: _Optional[int] = ..., error: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., ports: _Optional[_Iterable[_Union[PortMapping, _Mapping]]] = ..., engine_host: _Optional[str] = ...) -> None: ...
 
 class CreateBoxRequest(_message.Message):
     __slots__ = ("name", "spec", "if_exists")

@@ -65,6 +65,17 @@ export interface DescribeResponse {
     networkFiltering: boolean;
     socket: string;
     home: string;
+    /**
+     * Where the engine runs boxes: empty for this host, "remote: URL" for a
+     * BoxLite runtime served elsewhere (`boxd --boxlite-url`).
+     */
+    engineHost: string;
+    /**
+     * Why the engine cannot serve boxes right now, checked for this reply
+     * (a remote server that does not answer, or refuses the API key);
+     * empty when it can.
+     */
+    engineProblem: string;
 }
 export interface Mount {
     /** Absolute path on the host; it must exist. */
@@ -165,6 +176,11 @@ export interface BoxInfo {
     diskBytes?: number | undefined;
     /** Ports published now (actual host ports), while the box runs. */
     ports: PortMapping[];
+    /**
+     * Where the engine runs the box: empty for this host, "remote: URL" for
+     * a BoxLite runtime served elsewhere (`boxd --boxlite-url`).
+     */
+    engineHost: string;
 }
 export interface CreateBoxRequest {
     /** 1 to 64 characters of [A-Za-z0-9_.-], not starting with '.' or '-'. */

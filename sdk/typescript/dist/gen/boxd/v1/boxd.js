@@ -101,6 +101,8 @@ function createBaseDescribeResponse() {
         networkFiltering: false,
         socket: "",
         home: "",
+        engineHost: "",
+        engineProblem: "",
     };
 }
 export const DescribeResponse = {
@@ -137,6 +139,12 @@ export const DescribeResponse = {
         }
         if (message.home !== "") {
             writer.uint32(90).string(message.home);
+        }
+        if (message.engineHost !== "") {
+            writer.uint32(98).string(message.engineHost);
+        }
+        if (message.engineProblem !== "") {
+            writer.uint32(106).string(message.engineProblem);
         }
         return writer;
     },
@@ -230,6 +238,20 @@ export const DescribeResponse = {
                         message.home = reader.string();
                         continue;
                     }
+                    case 12: {
+                        if (tag !== 98) {
+                            break;
+                        }
+                        message.engineHost = reader.string();
+                        continue;
+                    }
+                    case 13: {
+                        if (tag !== 106) {
+                            break;
+                        }
+                        message.engineProblem = reader.string();
+                        continue;
+                    }
                 }
                 if ((tag & 7) === 4 || tag === 0) {
                     break;
@@ -258,6 +280,8 @@ export const DescribeResponse = {
         message.networkFiltering = object.networkFiltering ?? false;
         message.socket = object.socket ?? "";
         message.home = object.home ?? "";
+        message.engineHost = object.engineHost ?? "";
+        message.engineProblem = object.engineProblem ?? "";
         return message;
     },
 };
@@ -825,6 +849,7 @@ function createBaseBoxInfo() {
         error: "",
         diskBytes: undefined,
         ports: [],
+        engineHost: "",
     };
 }
 export const BoxInfo = {
@@ -870,6 +895,9 @@ export const BoxInfo = {
         }
         for (const v of message.ports) {
             PortMapping.encode(v, writer.uint32(114).fork()).join();
+        }
+        if (message.engineHost !== "") {
+            writer.uint32(122).string(message.engineHost);
         }
         return writer;
     },
@@ -984,6 +1012,13 @@ export const BoxInfo = {
                         message.ports.push(PortMapping.decode(reader, reader.uint32()));
                         continue;
                     }
+                    case 15: {
+                        if (tag !== 122) {
+                            break;
+                        }
+                        message.engineHost = reader.string();
+                        continue;
+                    }
                 }
                 if ((tag & 7) === 4 || tag === 0) {
                     break;
@@ -1015,6 +1050,7 @@ export const BoxInfo = {
         message.error = object.error ?? "";
         message.diskBytes = object.diskBytes ?? undefined;
         message.ports = object.ports?.map((e) => PortMapping.fromPartial(e)) || [];
+        message.engineHost = object.engineHost ?? "";
         return message;
     },
 };

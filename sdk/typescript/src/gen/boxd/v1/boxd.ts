@@ -96,6 +96,17 @@ export interface DescribeResponse {
   networkFiltering: boolean;
   socket: string;
   home: string;
+  /**
+   * Where the engine runs boxes: empty for this host, "remote: URL" for a
+   * BoxLite runtime served elsewhere (`boxd --boxlite-url`).
+   */
+  engineHost: string;
+  /**
+   * Why the engine cannot serve boxes right now, checked for this reply
+   * (a remote server that does not answer, or refuses the API key);
+   * empty when it can.
+   */
+  engineProblem: string;
 }
 
 export interface Mount {
@@ -205,6 +216,11 @@ export interface BoxInfo {
     | undefined;
   /** Ports published now (actual host ports), while the box runs. */
   ports: PortMapping[];
+  /**
+   * Where the engine runs the box: empty for this host, "remote: URL" for
+   * a BoxLite runtime served elsewhere (`boxd --boxlite-url`).
+   */
+  engineHost: string;
 }
 
 export interface CreateBoxRequest {
@@ -818,6 +834,8 @@ function createBaseDescribeResponse(): DescribeResponse {
     networkFiltering: false,
     socket: "",
     home: "",
+    engineHost: "",
+    engineProblem: "",
   };
 }
 
@@ -855,6 +873,12 @@ export const DescribeResponse: MessageFns<DescribeResponse> = {
     }
     if (message.home !== "") {
       writer.uint32(90).string(message.home);
+    }
+    if (message.engineHost !== "") {
+      writer.uint32(98).string(message.engineHost);
+    }
+    if (message.engineProblem !== "") {
+      writer.uint32(106).string(message.engineProblem);
     }
     return writer;
   },
@@ -960,6 +984,22 @@ export const DescribeResponse: MessageFns<DescribeResponse> = {
             message.home = reader.string();
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.engineHost = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.engineProblem = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -988,6 +1028,8 @@ export const DescribeResponse: MessageFns<DescribeResponse> = {
     message.networkFiltering = object.networkFiltering ?? false;
     message.socket = object.socket ?? "";
     message.home = object.home ?? "";
+    message.engineHost = object.engineHost ?? "";
+    message.engineProblem = object.engineProblem ?? "";
     return message;
   },
 };
@@ -1603,6 +1645,7 @@ function createBaseBoxInfo(): BoxInfo {
     error: "",
     diskBytes: undefined,
     ports: [],
+    engineHost: "",
   };
 }
 
@@ -1649,6 +1692,9 @@ export const BoxInfo: MessageFns<BoxInfo> = {
     }
     for (const v of message.ports) {
       PortMapping.encode(v!, writer.uint32(114).fork()).join();
+    }
+    if (message.engineHost !== "") {
+      writer.uint32(122).string(message.engineHost);
     }
     return writer;
   },
@@ -1778,6 +1824,14 @@ export const BoxInfo: MessageFns<BoxInfo> = {
             message.ports.push(PortMapping.decode(reader, reader.uint32()));
             continue;
           }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.engineHost = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1809,6 +1863,7 @@ export const BoxInfo: MessageFns<BoxInfo> = {
     message.error = object.error ?? "";
     message.diskBytes = object.diskBytes ?? undefined;
     message.ports = object.ports?.map((e) => PortMapping.fromPartial(e)) || [];
+    message.engineHost = object.engineHost ?? "";
     return message;
   },
 };
