@@ -81,6 +81,7 @@ bench: deps
 	$(CARGO) bench --workspace --bench cp
 	$(CARGO) bench --workspace --bench mcp
 	$(CARGO) bench --workspace --bench sdk
+	$(CARGO) bench --workspace --bench remote
 	$(CARGO) bench --workspace --bench acp
 	$(CARGO) bench --workspace --bench footprint
 
