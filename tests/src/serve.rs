@@ -73,7 +73,19 @@ impl Serve {
             .append(true)
             .open(self.dir.path().join("serve.log"))
             .unwrap();
-        let child = Command::new(&self.bin)
+        let mut cmd = Command::new(&self.bin);
+        // The binary scripts/boxlite-serve.sh builds has no runtime embedded.
+        if std::env::var_os("BOXLITE_RUNTIME_DIR").is_none() {
+            let out = Command::new(agent::workspace().join("scripts/boxlite-runtime.sh"))
+                .stderr(Stdio::inherit())
+                .output()
+                .expect("run scripts/boxlite-runtime.sh");
+            cmd.env(
+                "BOXLITE_RUNTIME_DIR",
+                String::from_utf8_lossy(&out.stdout).trim(),
+            );
+        }
+        let child = cmd
             .args(["serve", "--host", "127.0.0.1", "--port"])
             .arg(self.port.to_string())
             .arg("--home")
