@@ -24,24 +24,15 @@ pub const LIMITS: &str = "on a remote BoxLite runtime (BoxLite 0.10.8's REST API
 /// server counts as unreachable (the client's own limit is 300 s).
 pub const READ_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The capabilities left on a remote runtime.
+/// The capabilities left on a remote runtime: the common ones but what
+/// [`check_spec`] and the engine refuse there, and snapshots, clones and
+/// archives (the server's, as `/v1/config` says).
 pub fn capabilities() -> Vec<String> {
-    [
-        "exec.stdin",
-        "exec.tty",
-        "exec.signal",
-        "exec.timeout",
-        "exec.attach",
-        "exec.detach",
-        "box.watch",
-        "box.stats",
-        "box.snapshot",
-        "box.clone",
-        "box.archive",
-        "net.allowlist",
-    ]
-    .map(String::from)
-    .to_vec()
+    const NOT_REMOTE: [&str; 3] = ["mounts.readOnly", "net.publish", "files.copy"];
+    crate::engine::capabilities(&["box.snapshot", "box.clone", "box.archive", "net.allowlist"])
+        .into_iter()
+        .filter(|c| !NOT_REMOTE.contains(&c.as_str()))
+        .collect()
 }
 
 /// Where the server is and the key it takes.
