@@ -29,7 +29,7 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(20);
 /// archives (the server's, as `/v1/config` says).
 pub fn capabilities() -> Vec<String> {
     const NOT_REMOTE: [&str; 3] = ["mounts.readOnly", "net.publish", "files.copy"];
-    crate::engine::capabilities(&["box.snapshot", "box.clone", "box.archive", "net.allowlist"])
+    crate::engine::capabilities(&["box.snapshot", "box.clone", "box.archive"])
         .into_iter()
         .filter(|c| !NOT_REMOTE.contains(&c.as_str()))
         .collect()
