@@ -6,7 +6,7 @@
 #
 #   namespace        the `namespace::` half (Linux namespaces, any host)
 #   boxlite local    the `microvm::` half: boxd --engine boxlite, VMs in boxd
-#   boxlite remote   the `microvm::` half again, boxd's remote engine against
+#   boxlite remote   the `remote::` half: boxd's remote engine against
 #                    a `boxlite serve` this script starts on 127.0.0.1
 #                    (BOXD_TEST_BOXLITE_URL, BOXD_TEST_BOXLITE_API_KEY_FILE)
 #
@@ -224,7 +224,7 @@ mapfile -t TARGETS < <(targets)
 [ ${#TARGETS[@]} -gt 0 ] || die "no on_every_engine! list in tests/tests/*.rs"
 
 if [ "$LIST" = 1 ]; then
-  echo "engines: $ENGINES (namespace = namespace::, local and remote = microvm:: with --include-ignored)"
+  echo "engines: $ENGINES (namespace = namespace::, local = microvm::, remote = remote::, both with --include-ignored)"
   for t in "${TARGETS[@]}"; do
     echo "tests/tests/$t.rs (cargo test ${CARGO_PROFILE[*]} -p boxd-tests --test $t):"
     source_scenarios "$t" | only | sed 's/^/  /'
@@ -407,7 +407,7 @@ done
 [ ${#ROWS[@]} -gt 0 ] || die "no scenario matches${ONLY:+ --only $ONLY}"
 
 declare -A WALL SETUP_FAIL
-# run_engine ENGINE MODULE: every scenario of MODULE (namespace, microvm),
+# run_engine ENGINE MODULE: every scenario of MODULE (namespace, microvm, remote),
 # --jobs at once.
 run_engine() {
   local engine=$1 module=$2 row t n
@@ -511,7 +511,7 @@ start_serve() {
 
 if [ "$want_remote" = 1 ]; then
   if start_serve; then
-    run_engine remote microvm
+    run_engine remote remote
     stop_serve
     say "boxlite serve stopped"
   else

@@ -69,6 +69,7 @@ impl Service {
 
     async fn info(&self, r: &BoxRecord) -> v1::BoxInfo {
         let disk_bytes = self.registry.engine().disk_usage(r).await;
+        let engine_problem = self.registry.engine().known_problem();
         let engine = self.registry.engine().info();
         v1::BoxInfo {
             id: r.id.clone(),
@@ -83,7 +84,12 @@ impl Service {
             engine_host: engine.host.clone().unwrap_or_default(),
             spec: Some(wire::box_spec(&r.spec)),
             running_execs: self.execs.running_in(&r.name),
-            error: r.error.clone(),
+            // A box whose engine cannot be reached now says so (a remote
+            // BoxLite server away), until the engine answers again.
+            error: match engine_problem {
+                Some(p) if r.error.is_empty() => p,
+                _ => r.error.clone(),
+            },
             disk_bytes,
             ports: self
                 .registry
@@ -300,6 +306,7 @@ impl Boxd for Service {
         &self,
         _: Request<v1::ListBoxesRequest>,
     ) -> Result<Response<v1::ListBoxesResponse>, Status> {
+        self.registry.engine().recheck().await;
         let records = self.registry.list().await;
         let boxes = futures::future::join_all(records.iter().map(|r| self.info(r))).await;
         Ok(Response::new(v1::ListBoxesResponse { boxes }))
@@ -311,6 +318,7 @@ impl Boxd for Service {
     ) -> Result<Response<v1::BoxInfo>, Status> {
         let name = validate::box_name(&req.into_inner().name)?;
         let record = self.registry.get(&name).await?;
+        self.registry.engine().recheck().await;
         Ok(Response::new(self.info(&record).await))
     }
 

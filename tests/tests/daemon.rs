@@ -2,8 +2,10 @@
 //! per test and the busybox image.
 //!
 //! The scenarios listed in `on_every_engine!` run once per engine: in
-//! `namespace::` everywhere, and in `microvm::` (BoxLite) where a VM can
-//! boot; elsewhere the microVM runs are reported as ignored, with the reason.
+//! `namespace::` everywhere, in `microvm::` (BoxLite) where a VM can boot,
+//! and in `remote::` (BoxLite on a BoxLite server, `--boxlite-url`) where
+//! a server that boots VMs is named; elsewhere those runs are reported as
+//! ignored, with the reason.
 //! The other tests are about the daemon itself and run once.
 
 use std::os::unix::fs::PermissionsExt;
@@ -913,6 +915,20 @@ macro_rules! on_every_engine {
                 #[tokio::test(flavor = "multi_thread")]
                 #[ignore = "needs a host that can boot BoxLite microVMs (boxctl doctor: engine ok); run with --ignored there"]
                 async fn $name() {
+                    super::$name("boxlite").await
+                }
+            )*
+        }
+        mod remote {
+            $(
+                #[tokio::test(flavor = "multi_thread")]
+                #[ignore = "needs a BoxLite server that boots microVMs, named by BOXD_TEST_BOXLITE_URL and BOXD_TEST_BOXLITE_API_KEY_FILE (scripts/vm-suite.sh starts one on a KVM host)"]
+                async fn $name() {
+                    assert!(
+                        std::env::var_os("BOXD_TEST_BOXLITE_URL").is_some()
+                            && std::env::var_os("BOXD_TEST_BOXLITE_API_KEY_FILE").is_some(),
+                        "the remote runs need BOXD_TEST_BOXLITE_URL and BOXD_TEST_BOXLITE_API_KEY_FILE"
+                    );
                     super::$name("boxlite").await
                 }
             )*

@@ -256,8 +256,11 @@ async fn a_wrong_key_a_stopped_server_and_a_restarted_one() {
         described.engine_problem.contains("cannot be reached"),
         "{described:?}"
     );
-    // Still listed: boxd keeps the names while the server is away.
-    assert_eq!(list(&mut c).await.len(), 1);
+    // Still listed: boxd keeps the names while the server is away, and
+    // each box says why nothing can be done with it.
+    let listed = list(&mut c).await;
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].error.contains(&serve.url()), "{listed:?}");
 
     serve.restart();
     let described = c
@@ -293,4 +296,30 @@ fn boxd_started_while_the_server_is_down_serves_and_says_so() {
         st.contains("engine problem:") && st.contains("cannot be reached"),
         "{st}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_box_removed_on_the_server_behind_boxd_s_back_is_reported() {
+    let serve = Serve::start();
+    let d = remote(&serve, &serve.key_file);
+    let mut c = d.client().await;
+    let made = create_req(&mut c, "gone", busybox_spec()).await.unwrap();
+    let id = made.r#box.unwrap().id;
+    serve.delete(&format!("boxes/{id}?force=true"));
+    let err = c
+        .start_box(v1::StartBoxRequest {
+            name: "gone".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert!(err.message().contains("is gone"), "{err:?}");
+    // boxd's record goes with `rm`, with nothing left to remove on the server.
+    c.remove_box(v1::RemoveBoxRequest {
+        name: "gone".into(),
+        force: true,
+    })
+    .await
+    .unwrap();
+    assert!(list(&mut c).await.is_empty());
 }

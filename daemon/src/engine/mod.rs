@@ -330,6 +330,16 @@ pub trait Engine: Send + Sync + 'static {
         None
     }
 
+    /// The last problem a call met (as [`Engine::problem`] words it),
+    /// until a call succeeds; what each box reports as its error meanwhile.
+    fn known_problem(&self) -> Option<String> {
+        None
+    }
+
+    /// Asks afresh when a problem is known (so that a box's report clears
+    /// once the engine can serve again); nothing otherwise.
+    async fn recheck(&self) {}
+
     /// Bytes the box's own files take on disk (not the shared image), when
     /// the engine can tell.
     async fn disk_usage(&self, _record: &BoxRecord) -> Option<u64> {

@@ -74,6 +74,8 @@ pub struct BoxliteEngine {
     /// The BoxLite REST server the runtime is a client of; `None` for a
     /// runtime on this host.
     remote: Option<remote::Remote>,
+    /// What the last call to the remote server met, until one succeeds.
+    problem: std::sync::Mutex<Option<String>>,
     /// The ports each running box publishes (by record id), as BoxLite
     /// reported them when the box started or was last listed.
     published: std::sync::Mutex<std::collections::HashMap<String, Vec<PortMapping>>>,
@@ -109,6 +111,7 @@ impl BoxliteEngine {
             home: bl_home,
             verdict,
             remote: None,
+            problem: Default::default(),
             published: Default::default(),
         })
     }
@@ -129,6 +132,7 @@ impl BoxliteEngine {
                 reason: String::new(),
             },
             remote: Some(remote),
+            problem: Default::default(),
             published: Default::default(),
         })
     }
@@ -137,7 +141,26 @@ impl BoxliteEngine {
     /// (`Ok`/`Err` with the reason, naming the URL); `None` for a local one.
     pub async fn reachable(&self) -> Option<std::result::Result<String, String>> {
         let remote = self.remote.as_ref()?;
-        Some(remote::probe(&self.runtime, &remote.url).await)
+        let r = remote::probe(&self.runtime, &remote.url).await;
+        *self.problem.lock().expect("problem") = r.clone().err();
+        Some(r)
+    }
+
+    /// Keeps what a call to the remote server met (until one succeeds):
+    /// the server away or refusing the key, not an answer about one box.
+    fn note<T>(&self, result: &Result<T>) {
+        if self.remote.is_none() {
+            return;
+        }
+        let mut problem = self.problem.lock().expect("problem");
+        match result {
+            Ok(_) => *problem = None,
+            Err(e @ Error::Engine(_)) => *problem = Some(e.to_string()),
+            Err(e @ Error::FailedPrecondition(m)) if m.contains("API key") => {
+                *problem = Some(e.to_string())
+            }
+            Err(_) => {}
+        }
     }
 
     /// Refuses `what` on a remote runtime.
@@ -222,6 +245,16 @@ impl Engine for BoxliteEngine {
         self.reachable().await.and_then(|r| r.err())
     }
 
+    fn known_problem(&self) -> Option<String> {
+        self.problem.lock().expect("problem").clone()
+    }
+
+    async fn recheck(&self) {
+        if self.known_problem().is_some() {
+            self.reachable().await;
+        }
+    }
+
     async fn create(&self, record: &BoxRecord) -> Result<Created> {
         if let Some(r) = &self.remote {
             remote::check_spec(&record.spec, &r.url)?;
@@ -252,10 +285,13 @@ impl Engine for BoxliteEngine {
                 image.manifest_digest().to_owned()
             }
         };
-        self.runtime
+        let made = self
+            .runtime
             .create(options, Some(boxlite_name(record).to_owned()))
             .await
-            .map_err(|e| map_err("create the BoxLite box", e))?;
+            .map_err(|e| map_err("create the BoxLite box", e));
+        self.note(&made);
+        made?;
         Ok(Created {
             image_digest,
             warnings,
