@@ -354,13 +354,7 @@ impl Boxd for Service {
             }
             (false, s) if s > 0 => {
                 let (past, events) = self.registry.subscribe_since(s);
-                let until = req.until_ms;
-                let past = past
-                    .into_iter()
-                    .take_while(|e| until <= 0 || e.at_ms <= until)
-                    .map(v1::BoxEvent::from)
-                    .collect();
-                (past, events)
+                (past.into_iter().map(v1::BoxEvent::from).collect(), events)
             }
             (false, _) => (Vec::new(), self.registry.subscribe()),
         };
@@ -368,12 +362,7 @@ impl Boxd for Service {
         let (tx, rx) = mpsc::channel(64);
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
-            let past_end = first.len();
-            for (i, ev) in first.into_iter().enumerate() {
-                if until.is_some_and(|u| ev.at_ms > u) && !(ev.initial || ev.synced) {
-                    return;
-                }
-                let _ = (i, past_end);
+            for ev in first {
                 if until.is_some_and(|u| ev.at_ms > u) {
                     return;
                 }
