@@ -60,11 +60,12 @@ sdk-check: deps
 # Faults (a SIGKILLed daemon, killed clients, a full disk, stale files, a
 # box's init killed), load, hostile input and the namespace engine's
 # isolation, one test at a time, printing what each observed
-# (docs/reliability.md); then, when run as root, the isolation suite again
+# (docs/reliability.md; --workspace, so the features and the binaries are
+# `make test`'s and nothing is built again); then, when run as root, the isolation suite again
 # as an ordinary user with a boxd of its own (scripts/isolation-as-user.sh).
 # LOAD_EXECS sets the sequential-exec run (10000).
 faults: build
-	$(CARGO) test -p boxd-tests --test faults --test load --test hostile --test isolation --test host_tools -- --test-threads 1 --nocapture
+	$(CARGO) test --workspace --test faults --test load --test hostile --test isolation --test host_tools -- --test-threads 1 --nocapture
 	@scripts/isolation-as-user.sh
 
 # The lifecycle bench compares with podman --runtime runc (installed here by

@@ -21,7 +21,7 @@ grep -q "^$user:" /etc/subgid 2>/dev/null || usermod --add-subgids 300000-365535
 cargo=${CARGO:-cargo}
 suites="isolation host_tools"
 exe() {
-  $cargo test -p boxd-tests --test "$1" --no-run --message-format=json 2>/dev/null |
+  $cargo test --workspace --test "$1" --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
