@@ -19,10 +19,13 @@ pub fn binary() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-/// One server: its port, key and home stay across [`Serve::restart`].
+/// One server: its port, key, home and configuration stay across
+/// [`Serve::restart`].
 pub struct Serve {
     child: Option<Child>,
     bin: PathBuf,
+    /// BoxLite's options as JSON (`boxlite serve --config`), if any.
+    config: Option<PathBuf>,
     pub dir: tempfile::TempDir,
     pub port: u16,
     pub key: String,
@@ -32,6 +35,12 @@ pub struct Serve {
 
 impl Serve {
     pub fn start() -> Serve {
+        Serve::start_with_registries(&[])
+    }
+
+    /// A server that pulls from these registries (`HOST:PORT`) over plain
+    /// HTTP, as BoxLite's `image_registries` option says.
+    pub fn start_with_registries(http_registries: &[String]) -> Serve {
         let dir = tempfile::Builder::new()
             .prefix("boxlite-serve-")
             .tempdir_in("/tmp")
@@ -49,9 +58,23 @@ impl Serve {
             std::os::unix::fs::PermissionsExt::from_mode(0o600),
         )
         .unwrap();
+        let config = (!http_registries.is_empty()).then(|| {
+            let registries: Vec<serde_json::Value> = http_registries
+                .iter()
+                .map(|host| serde_json::json!({ "host": host, "transport": "http" }))
+                .collect();
+            let path = dir.path().join("config.json");
+            std::fs::write(
+                &path,
+                serde_json::json!({ "image_registries": registries }).to_string(),
+            )
+            .unwrap();
+            path
+        });
         let mut s = Serve {
             child: None,
             bin: binary(),
+            config,
             dir,
             port,
             key,
@@ -84,6 +107,9 @@ impl Serve {
                 "BOXLITE_RUNTIME_DIR",
                 String::from_utf8_lossy(&out.stdout).trim(),
             );
+        }
+        if let Some(config) = &self.config {
+            cmd.arg("--config").arg(config);
         }
         let child = cmd
             .args(["serve", "--host", "127.0.0.1", "--port"])

@@ -2,7 +2,8 @@
 //! against a real `boxlite serve` (BoxLite 0.10.8's REST server, from the
 //! Rust package registry) on loopback with an API key. No VM boots here,
 //! so boxes are created, listed, inspected, reused and removed on the
-//! server, their start fails at the VM boot and says so, and the exec,
+//! server, an image comes to the server from a registry on loopback when
+//! a box starts, their start fails at the VM boot and says so, and the exec,
 //! files and ports suites run against it on a KVM host
 //! (`scripts/vm-suite.sh`). Also: what the REST API cannot carry is refused
 //! by name, and a wrong key, a stopped server and a restarted one each give
@@ -11,6 +12,7 @@
 use std::time::{Duration, Instant};
 
 use boxd_client::tonic::Code;
+use boxd_tests::registry::Registry;
 use boxd_tests::serve::Serve;
 use boxd_tests::*;
 
@@ -143,6 +145,70 @@ async fn a_start_fails_at_the_vm_boot_with_the_server_s_reason() {
     })
     .await
     .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_server_pulls_a_box_s_image_from_a_registry() {
+    // A registry on loopback over plain HTTP, which the server is told of
+    // (BoxLite's `image_registries`); boxd gives it only the reference.
+    let reg = Registry::start(false);
+    reg.push(&busybox(), "remote/busybox:1");
+    let serve = Serve::start_with_registries(&[reg.host()]);
+    let d = remote(&serve, &serve.key_file);
+    let mut c = d.client().await;
+    let reference = format!("{}/remote/busybox:1", reg.host());
+    let spec = v1::BoxSpec {
+        image: reference.clone(),
+        ..Default::default()
+    };
+    let created = create_req(&mut c, "pulled", spec).await.unwrap();
+    assert!(
+        created
+            .warnings
+            .iter()
+            .any(|w| w.contains(&reference) && w.contains("itself")),
+        "{created:?}"
+    );
+    // The server pulls at the start, before the VM boot fails here.
+    let err = c
+        .start_box(v1::StartBoxRequest {
+            name: "pulled".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(err.message().contains("VM failed to start"), "{err:?}");
+    let log = reg.log();
+    assert!(
+        log.contains("GET /v2/remote/busybox/manifests/1"),
+        "the registry served no manifest: {log}"
+    );
+    assert!(
+        log.contains("GET /v2/remote/busybox/blobs/sha256:"),
+        "{log}"
+    );
+    // The image is the server's, and boxd lists the server's store.
+    let on_server = serve.get("images").to_string();
+    assert!(on_server.contains("remote/busybox"), "{on_server}");
+    let images = c
+        .list_images(v1::ListImagesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .images;
+    assert!(
+        images
+            .iter()
+            .any(|i| i.references.iter().any(|r| r.contains("remote/busybox"))),
+        "{images:?}"
+    );
+    c.remove_box(v1::RemoveBoxRequest {
+        name: "pulled".into(),
+        force: true,
+    })
+    .await
+    .unwrap();
+    assert_eq!(serve.box_names(), Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -76,6 +76,8 @@ pub struct BoxliteEngine {
     remote: Option<remote::Remote>,
     /// What the last call to the remote server met, until one succeeds.
     problem: std::sync::Mutex<Option<String>>,
+    /// When the remote server was last asked whether it answers.
+    probed: std::sync::Mutex<Option<std::time::Instant>>,
     /// The ports each running box publishes (by record id), as BoxLite
     /// reported them when the box started or was last listed.
     published: std::sync::Mutex<std::collections::HashMap<String, Vec<PortMapping>>>,
@@ -112,6 +114,7 @@ impl BoxliteEngine {
             verdict,
             remote: None,
             problem: Default::default(),
+            probed: Default::default(),
             published: Default::default(),
         })
     }
@@ -133,6 +136,7 @@ impl BoxliteEngine {
             },
             remote: Some(remote),
             problem: Default::default(),
+            probed: Default::default(),
             published: Default::default(),
         })
     }
@@ -143,6 +147,7 @@ impl BoxliteEngine {
         let remote = self.remote.as_ref()?;
         let r = remote::probe(&self.runtime, &remote.url).await;
         *self.problem.lock().expect("problem") = r.clone().err();
+        *self.probed.lock().expect("probed") = Some(std::time::Instant::now());
         Some(r)
     }
 
@@ -242,6 +247,18 @@ impl Engine for BoxliteEngine {
     }
 
     async fn problem(&self) -> Option<String> {
+        // Every client asks (Describe, at connect): while all is well, a
+        // probe a few seconds old answers them, so that a script's boxctl
+        // calls cost the server one request per window, not one each; a
+        // known problem is asked afresh, so that its report clears.
+        let fresh = self
+            .probed
+            .lock()
+            .expect("probed")
+            .is_some_and(|at| at.elapsed() < remote::PROBE_FRESH);
+        if fresh && self.known_problem().is_none() {
+            return None;
+        }
         self.reachable().await.and_then(|r| r.err())
     }
 

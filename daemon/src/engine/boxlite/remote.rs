@@ -24,6 +24,9 @@ pub const LIMITS: &str = "on a remote BoxLite runtime (BoxLite 0.10.8's REST API
 /// server counts as unreachable (the client's own limit is 300 s).
 pub const READ_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long `Describe` takes the last probe of the server for an answer.
+pub const PROBE_FRESH: Duration = Duration::from_secs(2);
+
 /// The capabilities left on a remote runtime: the common ones but what
 /// [`check_spec`] and the engine refuse there, and snapshots, clones and
 /// archives (the server's, as `/v1/config` says).
