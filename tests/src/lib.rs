@@ -544,6 +544,17 @@ pub async fn list(client: &mut Client) -> Vec<v1::BoxInfo> {
         .boxes
 }
 
+/// Removes a box, running or not (`rm -f`).
+pub async fn remove(client: &mut Client, name: &str) {
+    client
+        .remove_box(v1::RemoveBoxRequest {
+            name: name.into(),
+            force: true,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("remove {name}: {e:?}"));
+}
+
 /// Starts an existing box.
 pub async fn start(client: &mut Client, name: &str) -> v1::BoxInfo {
     client

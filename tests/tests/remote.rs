@@ -101,12 +101,7 @@ async fn boxes_live_on_the_server_by_name_and_say_where() {
     assert!(!said.contains(&serve.key) && !log.contains(&serve.key));
 
     for name in ["r1", "r2"] {
-        c.remove_box(v1::RemoveBoxRequest {
-            name: name.into(),
-            force: true,
-        })
-        .await
-        .unwrap();
+        remove(&mut c, name).await;
     }
     assert_eq!(serve.box_names(), Vec::<String>::new());
 }
@@ -139,12 +134,7 @@ async fn a_start_fails_at_the_vm_boot_with_the_server_s_reason() {
         .into_inner();
     assert_eq!(info.state, v1::BoxState::Failed as i32);
     assert!(info.error.contains("VM failed to start"), "{info:?}");
-    c.remove_box(v1::RemoveBoxRequest {
-        name: "boot".into(),
-        force: true,
-    })
-    .await
-    .unwrap();
+    remove(&mut c, "boot").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -202,12 +192,7 @@ async fn the_server_pulls_a_box_s_image_from_a_registry() {
             .any(|i| i.references.iter().any(|r| r.contains("remote/busybox"))),
         "{images:?}"
     );
-    c.remove_box(v1::RemoveBoxRequest {
-        name: "pulled".into(),
-        force: true,
-    })
-    .await
-    .unwrap();
+    remove(&mut c, "pulled").await;
     assert_eq!(serve.box_names(), Vec::<String>::new());
 }
 
@@ -342,12 +327,7 @@ async fn a_wrong_key_a_stopped_server_and_a_restarted_one() {
         "the box made before the stop is still the server's"
     );
     for name in ["kept", "later"] {
-        c.remove_box(v1::RemoveBoxRequest {
-            name: name.into(),
-            force: true,
-        })
-        .await
-        .unwrap();
+        remove(&mut c, name).await;
     }
     assert_eq!(serve.box_names(), Vec::<String>::new());
 }
@@ -381,11 +361,6 @@ async fn a_box_removed_on_the_server_behind_boxd_s_back_is_reported() {
     assert_eq!(err.code(), Code::NotFound, "{err:?}");
     assert!(err.message().contains("is gone"), "{err:?}");
     // boxd's record goes with `rm`, with nothing left to remove on the server.
-    c.remove_box(v1::RemoveBoxRequest {
-        name: "gone".into(),
-        force: true,
-    })
-    .await
-    .unwrap();
+    remove(&mut c, "gone").await;
     assert!(list(&mut c).await.is_empty());
 }
