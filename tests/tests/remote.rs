@@ -2,7 +2,7 @@
 //! against a real `boxlite serve` (BoxLite 0.10.8's REST server, from the
 //! Rust package registry) on loopback with an API key. No VM boots here,
 //! so boxes are created, listed, inspected, reused and removed on the
-//! server, an image comes to the server from a registry on loopback when
+//! server (two daemons on one server keep their own names), an image comes to the server from a registry on loopback when
 //! a box starts, their start fails at the VM boot and says so, and the exec,
 //! files and ports suites run against it on a KVM host
 //! (`scripts/vm-suite.sh`). Also: what the REST API cannot carry is refused
@@ -107,6 +107,46 @@ async fn boxes_live_on_the_server_by_name_and_say_where() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn two_daemons_share_a_server_and_keep_their_own_names() {
+    // Two boxd (two homes, as two users' would be) on one server and key:
+    // the same name in each is two boxes there, each daemon sees its own.
+    let serve = Serve::start();
+    let (a, b) = (
+        remote(&serve, &serve.key_file),
+        remote(&serve, &serve.key_file),
+    );
+    let (mut ca, mut cb) = (a.client().await, b.client().await);
+    let in_a = create_req(&mut ca, "shared", busybox_spec()).await.unwrap();
+    let in_b = create_req(&mut cb, "shared", busybox_spec()).await.unwrap();
+    assert!(in_a.created && in_b.created, "{in_a:?} {in_b:?}");
+    let (id_a, id_b) = (in_a.r#box.unwrap().id, in_b.r#box.unwrap().id);
+    assert_ne!(id_a, id_b);
+    let mut both = vec![id_a.clone(), id_b.clone()];
+    both.sort();
+    assert_eq!(serve.box_names(), both);
+    create_req(&mut cb, "only-b", busybox_spec()).await.unwrap();
+    let names = |l: Vec<v1::BoxInfo>| l.into_iter().map(|b| b.name).collect::<Vec<_>>();
+    assert_eq!(names(list(&mut ca).await), ["shared"]);
+    assert_eq!(names(list(&mut cb).await), ["only-b", "shared"]);
+    // One's removal leaves the other's box alone.
+    remove(&mut ca, "shared").await;
+    assert_eq!(serve.box_names().len(), 2);
+    assert!(!serve.box_names().contains(&id_a));
+    let still = inspect(&mut cb, "shared").await;
+    assert_eq!(still.id, id_b);
+    remove(&mut cb, "shared").await;
+    remove(&mut cb, "only-b").await;
+    assert_eq!(serve.box_names(), Vec::<String>::new());
+}
+
+async fn inspect(c: &mut Client, name: &str) -> v1::BoxInfo {
+    c.inspect_box(v1::InspectBoxRequest { name: name.into() })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_start_fails_at_the_vm_boot_with_the_server_s_reason() {
     let serve = Serve::start();
     let d = remote(&serve, &serve.key_file);
@@ -125,13 +165,7 @@ async fn a_start_fails_at_the_vm_boot_with_the_server_s_reason() {
         err.message().contains(&serve.url()) && err.message().contains("VM failed to start"),
         "{err:?}"
     );
-    let info = c
-        .inspect_box(v1::InspectBoxRequest {
-            name: "boot".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let info = inspect(&mut c, "boot").await;
     assert_eq!(info.state, v1::BoxState::Failed as i32);
     assert!(info.error.contains("VM failed to start"), "{info:?}");
     remove(&mut c, "boot").await;
