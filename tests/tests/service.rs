@@ -335,15 +335,21 @@ fn the_systemd_units_install_verify_and_uninstall() {
 #[test]
 fn daemon_logs_shows_the_log() {
     let d = Daemon::with_env("namespace", vec![("RUST_LOG".into(), "info".into())]);
-    let out = d
-        .boxctl()
-        .args(["daemon", "logs", "-n", "20"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("boxd is serving"),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    // boxd's log file is written by a background thread, so its "serving"
+    // line may reach the file a moment after the socket answers.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let out = d
+            .boxctl()
+            .args(["daemon", "logs", "-n", "20"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let shown = String::from_utf8_lossy(&out.stdout);
+        if shown.contains("boxd is serving") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{shown}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
