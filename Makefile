@@ -65,7 +65,7 @@ sdk-check: deps
 # as an ordinary user with a boxd of its own (scripts/isolation-as-user.sh).
 # LOAD_EXECS sets the sequential-exec run (10000).
 faults: build
-	$(CARGO) test --workspace --test faults --test load --test hostile --test isolation --test host_tools -- --test-threads 1 --nocapture
+	$(CARGO) test --workspace --test faults --test load --test hostile --test isolation --test host_tools --test escapes -- --test-threads 1 --nocapture
 	@scripts/isolation-as-user.sh
 
 # The lifecycle bench compares with podman --runtime runc (installed here by

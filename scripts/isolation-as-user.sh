@@ -19,7 +19,7 @@ grep -q "^$user:" /etc/subuid 2>/dev/null || usermod --add-subuids 300000-365535
 grep -q "^$user:" /etc/subgid 2>/dev/null || usermod --add-subgids 300000-365535 "$user"
 
 cargo=${CARGO:-cargo}
-suites="isolation host_tools"
+suites="isolation host_tools escapes"
 exe() {
   $cargo test --workspace --test "$1" --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys

@@ -23,6 +23,7 @@
 
 pub mod acp;
 pub mod args;
+pub mod login;
 mod ready;
 pub mod setup;
 

@@ -7,10 +7,17 @@ use std::time::Duration;
 use boxd_client::stderr::Sink;
 use boxd_client::stdio;
 use clap::Parser;
-use harness_box_exec::{Args, run};
+use harness_box_exec::{Args, login, run};
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    // First, while this is the only thread: no loader variable reaches
+    // anything this process starts, and a terminal login's arguments and
+    // environment (as the rewritten auth method had the editor set them)
+    // go to the command in the box.
+    let carried = login::scrub();
+    let mut args = Args::parse();
+    args.command.extend(carried.args);
+    args.env.splice(0..0, carried.env);
     let sink = Sink::global();
     init_logging(&args, sink.clone());
     let runtime = match tokio::runtime::Builder::new_multi_thread()

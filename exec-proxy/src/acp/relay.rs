@@ -319,9 +319,14 @@ impl Relay {
                 "dropped the agent's answer to request {id}, which the client never made"
             ))];
         };
+        let mut out = Vec::new();
         if let Some(result) = msg.get_mut("result") {
             match asked {
-                Asked::Initialize => rewrite::initialize_result(result, &self.relaunch),
+                Asked::Initialize => out.extend(
+                    rewrite::initialize_result(result, &self.relaunch)
+                        .into_iter()
+                        .map(Out::Warn),
+                ),
                 Asked::Setup { cwd, session } => {
                     let session = result
                         .get("sessionId")
@@ -336,7 +341,8 @@ impl Relay {
                 Asked::Other => {}
             }
         }
-        vec![Out::Client(to_line(msg))]
+        out.push(Out::Client(to_line(msg)));
+        out
     }
 
     fn agent_request(&mut self, id: Value, method: &str, msg: &mut Value) -> Vec<Out> {

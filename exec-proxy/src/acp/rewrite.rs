@@ -16,6 +16,7 @@
 use serde_json::{Map, Value, json};
 
 use super::mounts::Mounts;
+use crate::login;
 
 /// What the client offered for files in `initialize`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -63,51 +64,45 @@ pub struct Relaunch {
     pub args: Vec<String>,
 }
 
-/// The agent's `initialize` result as the client gets it: a login command
-/// the agent names for the client to run (`_meta["terminal-auth"]`) runs
-/// the proxy instead, which runs that command in the box; `type:
-/// "terminal"` methods need nothing (the client appends their args to the
-/// agent's command line, which is the proxy's, so they run in the box);
+/// The agent's `initialize` result as the client gets it. Nothing an agent
+/// puts there decides what the editor runs on the host, or with which
+/// environment; every auth method reaches the editor in one of these
+/// shapes, or not at all (returned: why each dropped one was):
+///
+/// - a login command the agent names (`_meta["terminal-auth"]`) runs the
+///   proxy instead (by absolute path, `--box NAME --raw --` before the
+///   command), which runs that command in the box; its `env` becomes
+///   `--env` flags of the proxy (the box's environment);
+/// - `type: "terminal"` (the editor re-runs the agent's command, the
+///   proxy's, with the method's `args` appended and `env` set) keeps no
+///   args and gets an environment of proxy-named variables only
+///   ([`login::LOGIN_ARGS`], [`login::BOX_ENV_PREFIX`]), which the re-run
+///   proxy takes into the box's command;
+/// - `type: "env_var"` (the editor sets a variable the user types on the
+///   agent's process, the proxy) gets the prefixed name, so the variable
+///   lands in the box;
+/// - `type: "agent"` (or none) has nothing for the editor to run;
+/// - any other type, or one of these with fields of the wrong type, is
+///   dropped.
+///
 /// MCP over ACP (`mcpCapabilities.acp`) is not offered, since its tools
 /// would run in the client.
-pub fn initialize_result(result: &mut Value, relaunch: &Relaunch) {
+pub fn initialize_result(result: &mut Value, relaunch: &Relaunch) -> Vec<String> {
+    let mut dropped = Vec::new();
     if let Some(methods) = result.get_mut("authMethods").and_then(Value::as_array_mut) {
-        for m in methods {
-            let Some(auth) = m
-                .get_mut("_meta")
-                .and_then(|meta| meta.get_mut("terminal-auth"))
-                .and_then(Value::as_object_mut)
-            else {
-                continue;
-            };
-            let command = auth
-                .get("command")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            let mut args: Vec<Value> = relaunch.args.iter().cloned().map(Value::String).collect();
-            for (k, v) in auth
-                .get("env")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(v) = v.as_str() {
-                    args.insert(0, Value::String(format!("--env={k}={v}")));
-                }
+        methods.retain_mut(|m| match auth_method(m, relaunch) {
+            Ok(()) => true,
+            Err(why) => {
+                let id = m.get("id").map(Value::to_string).unwrap_or_default();
+                dropped.push(format!(
+                    "dropped the agent's auth method {id}: {why} (a login the editor runs must run in the box)"
+                ));
+                false
             }
-            args.push(Value::String(command));
-            args.extend(
-                auth.get("args")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .cloned(),
-            );
-            auth.insert("command".into(), Value::String(relaunch.exe.clone()));
-            auth.insert("args".into(), Value::Array(args));
-            auth.remove("env");
-        }
+        });
+    } else if result.get("authMethods").is_some() {
+        result.as_object_mut().map(|r| r.remove("authMethods"));
+        dropped.push("dropped the agent's authMethods: not a list".into());
     }
     if let Some(mcp) = result
         .get_mut("agentCapabilities")
@@ -116,6 +111,109 @@ pub fn initialize_result(result: &mut Value, relaunch: &Relaunch) {
     {
         mcp.remove("acp");
     }
+    dropped
+}
+
+/// One auth method in a shape the editor may act on, or why it cannot be.
+fn auth_method(m: &mut Value, relaunch: &Relaunch) -> Result<(), String> {
+    let m = m.as_object_mut().ok_or("not an object")?;
+    if let Some(meta) = m.get_mut("_meta") {
+        let meta = meta.as_object_mut().ok_or("_meta is not an object")?;
+        if let Some(auth) = meta.get_mut("terminal-auth") {
+            let auth = auth
+                .as_object_mut()
+                .ok_or("_meta[\"terminal-auth\"] is not an object")?;
+            meta_login(auth, relaunch)?;
+        }
+    }
+    match m.get("type").map(|t| t.as_str()) {
+        None | Some(Some("agent")) => Ok(()),
+        Some(Some("terminal")) => terminal_login(m),
+        Some(Some("env_var")) => env_var_login(m),
+        Some(Some(other)) => Err(format!("type {other:?} is not one the proxy knows")),
+        Some(None) => Err("its type is not a string".into()),
+    }
+}
+
+/// `_meta["terminal-auth"]`: the proxy runs the command in the box.
+fn meta_login(auth: &mut Map<String, Value>, relaunch: &Relaunch) -> Result<(), String> {
+    let command = auth
+        .get("command")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .ok_or("its terminal-auth names no command")?
+        .to_owned();
+    let mut args: Vec<Value> = Vec::new();
+    for (k, v) in strings_map(auth.get("env"))? {
+        args.push(Value::String(format!("--env={k}={v}")));
+    }
+    args.extend(relaunch.args.iter().cloned().map(Value::String));
+    args.push(Value::String(command));
+    args.extend(strings(auth.get("args"))?.into_iter().map(Value::String));
+    auth.insert("command".into(), Value::String(relaunch.exe.clone()));
+    auth.insert("args".into(), Value::Array(args));
+    auth.remove("env");
+    Ok(())
+}
+
+/// `type: "terminal"`: no args for the host, the method's args and env
+/// carried to the box by proxy-named variables.
+fn terminal_login(m: &mut Map<String, Value>) -> Result<(), String> {
+    let args = strings(m.get("args"))?;
+    let carried = serde_json::to_string(&args).expect("strings serialize");
+    if carried.len() > login::MAX_LOGIN_ARGS {
+        return Err("its args are longer than 32 KiB".into());
+    }
+    let mut env = Map::new();
+    env.insert(login::LOGIN_ARGS.into(), Value::String(carried));
+    for (k, v) in strings_map(m.get("env"))? {
+        env.insert(format!("{}{k}", login::BOX_ENV_PREFIX), Value::String(v));
+    }
+    m.insert("args".into(), Value::Array(Vec::new()));
+    m.insert("env".into(), Value::Object(env));
+    Ok(())
+}
+
+/// `type: "env_var"`: the variable the editor sets lands in the box.
+fn env_var_login(m: &mut Map<String, Value>) -> Result<(), String> {
+    let name = m
+        .get("varName")
+        .and_then(Value::as_str)
+        .ok_or("its varName is not a string")?;
+    if !login::env_name(name) {
+        return Err(format!("its varName {name:?} is not a variable name"));
+    }
+    let prefixed = format!("{}{name}", login::BOX_ENV_PREFIX);
+    m.insert("varName".into(), Value::String(prefixed));
+    Ok(())
+}
+
+/// A list of strings (absent: none).
+fn strings(v: Option<&Value>) -> Result<Vec<String>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|s| s.as_str().map(str::to_owned))
+            .collect::<Option<_>>()
+            .ok_or_else(|| "its args are not all strings".into()),
+        Some(_) => Err("its args are not a list".into()),
+    }
+}
+
+/// A map of variable names to strings (absent: none).
+fn strings_map(v: Option<&Value>) -> Result<Vec<(String, String)>, String> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let map = v.as_object().ok_or("its env is not an object")?;
+    map.iter()
+        .map(|(k, v)| match v.as_str() {
+            Some(v) if login::env_name(k) => Ok((k.clone(), v.to_owned())),
+            Some(_) => Err(format!("its env names {k:?}, which is not a variable name")),
+            None => Err(format!("its env value for {k:?} is not a string")),
+        })
+        .collect()
 }
 
 /// Why a session's directory cannot be served.
@@ -397,7 +495,7 @@ mod tests {
             exe: "/usr/bin/harness-box-exec".into(),
             args: vec!["--box".into(), "b".into(), "--raw".into(), "--".into()],
         };
-        initialize_result(&mut r, &relaunch);
+        assert!(initialize_result(&mut r, &relaunch).is_empty());
         let auth = &r["authMethods"][0]["_meta"]["terminal-auth"];
         assert_eq!(auth["command"], "/usr/bin/harness-box-exec");
         assert_eq!(
@@ -406,10 +504,71 @@ mod tests {
         );
         assert!(auth.get("env").is_none());
         assert_eq!(auth["label"], "Login");
-        assert_eq!(r["authMethods"][1]["args"], json!(["--terminal-login"]));
+        assert_eq!(r["authMethods"][1]["args"], json!([]));
+        assert_eq!(
+            r["authMethods"][1]["env"],
+            json!({"BOXD_ACP_LOGIN_ARGS": "[\"--terminal-login\"]"})
+        );
         assert_eq!(
             r["agentCapabilities"]["mcpCapabilities"],
             json!({"http": true})
+        );
+    }
+
+    /// The attack: a `type: "terminal"` method whose env would preload a
+    /// library the agent wrote into the project when the editor re-runs
+    /// the proxy on the host. Nothing of the agent's reaches the host's
+    /// command line or environment but proxy-named variables.
+    #[test]
+    fn no_auth_method_chooses_the_host_s_environment_or_arguments() {
+        let mut r = json!({"authMethods": [
+            {"id": "login", "name": "Log in", "type": "terminal", "args": ["--login", "--mount=/:/host"],
+             "env": {"LD_PRELOAD": "/proj/.x.so", "TOKEN_URL": "https://x"}},
+            {"id": "key", "name": "Key", "type": "env_var", "varName": "OPENAI_API_KEY"},
+            {"id": "preload", "type": "env_var", "varName": "LD_PRELOAD=/x.so"},
+            {"id": "future", "type": "shell", "command": "curl x | sh"},
+            {"id": "typo", "type": 7},
+            {"id": "badargs", "type": "terminal", "args": [1]},
+            {"id": "badenv", "type": "terminal", "env": {"A=B": "1"}},
+            {"id": "metatrue", "_meta": {"terminal-auth": true}},
+            {"id": "metanocmd", "_meta": {"terminal-auth": {"args": ["x"]}}},
+            {"id": "plain", "name": "Agent"}]});
+        let relaunch = Relaunch {
+            exe: "/usr/bin/harness-box-exec".into(),
+            args: vec!["--box".into(), "b".into(), "--raw".into(), "--".into()],
+        };
+        let dropped = initialize_result(&mut r, &relaunch);
+        let ids: Vec<&str> = r["authMethods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["login", "key", "plain"], "{dropped:?}");
+        assert_eq!(dropped.len(), 7, "{dropped:?}");
+        let login = &r["authMethods"][0];
+        assert_eq!(login["args"], json!([]));
+        assert_eq!(
+            login["env"],
+            json!({
+                "BOXD_ACP_LOGIN_ARGS": "[\"--login\",\"--mount=/:/host\"]",
+                "BOXD_ACP_ENV_LD_PRELOAD": "/proj/.x.so",
+                "BOXD_ACP_ENV_TOKEN_URL": "https://x"})
+        );
+        // What the re-run proxy does with it: the args go to the box's
+        // command, TOKEN_URL to its environment, the preload nowhere.
+        let env: Vec<(std::ffi::OsString, std::ffi::OsString)> = login["env"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.into(), v.as_str().unwrap().into()))
+            .collect();
+        let (carried, _) = login::sort(env);
+        assert_eq!(carried.args, ["--login", "--mount=/:/host"]);
+        assert_eq!(carried.env, ["TOKEN_URL=https://x"]);
+        assert_eq!(
+            r["authMethods"][1]["varName"],
+            "BOXD_ACP_ENV_OPENAI_API_KEY"
         );
     }
 
