@@ -29,6 +29,7 @@ have npm || need+=(npm)
 have skopeo || need+=(skopeo)
 have htpasswd || need+=(apache2-utils)
 have umoci || need+=(umoci)
+have tmux || need+=(tmux) # the escapes suite reads a real terminal (tests/tests/escapes/printed.rs)
 
 if ! have cargo; then
   echo "cargo is missing: install Rust from https://rustup.rs (rustup, stable toolchain)" >&2

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use boxd_client::jsonl::output::{OutputEncoder, Payload};
+use boxd_client::untrusted::{escape, escape_lines};
 use boxd_client::{Client, ExecEvent, ExecStream, stdio, v1};
 use clap::Args;
 use serde_json::{Value, json};
@@ -109,7 +110,9 @@ pub async fn attach(ctx: &Ctx, args: AttachArgs) -> Result<u8, Failure> {
     };
     let exit = stdio::attach(exec, how).await?;
     if !exit.error.is_empty() {
-        eprintln!("boxctl: {}", exit.error);
+        // boxd's words, quoting what the image or box chose: escaped,
+        // unlike the command's own output.
+        eprintln!("boxctl: {}", escape_lines(&exit.error));
     }
     if exit.timed_out {
         eprintln!("boxctl: the command timed out");
@@ -187,6 +190,8 @@ pub async fn logs(ctx: &Ctx, args: LogsArgs) -> Result<u8, Failure> {
     Ok(0)
 }
 
+/// `exec ID (STATE): ARGV`, escaped: the argv is whoever started the exec's
+/// (another client, an agent, the image's Cmd).
 fn header(info: &v1::ExecInfo) -> String {
     let mut argv = vec![info.command.clone()];
     argv.extend(info.args.iter().cloned());
@@ -195,7 +200,12 @@ fn header(info: &v1::ExecInfo) -> String {
         (Some(e), true) => describe_exit(e),
         (None, true) => "exited".to_owned(),
     };
-    format!("exec {} ({state}): {}", info.exec_id, argv.join(" "))
+    escape(&format!(
+        "exec {} ({state}): {}",
+        info.exec_id,
+        argv.join(" ")
+    ))
+    .into_owned()
 }
 
 fn describe_exit(e: &v1::ExecExit) -> String {

@@ -10,6 +10,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 
 use boxd_client::boxes::{BoxSpec, Created};
+use boxd_client::untrusted::{escape, escape_lines};
 use boxd_client::{Client, ErrorKind, spec, tonic::Status, v1};
 use clap::Args;
 
@@ -202,7 +203,7 @@ where
         if let Err(s) = one(client.clone(), name.clone()).await {
             let f = not_found(client, name, s).await;
             if names.len() > 1 {
-                eprintln!("boxctl: {}", f.message);
+                eprintln!("boxctl: {}", escape_lines(&f.message));
             }
             failed = Some(f);
         }
@@ -385,7 +386,7 @@ pub async fn list(ctx: &Ctx, args: ListArgs, running_only: bool) -> Result<u8, F
     });
     if args.quiet {
         for b in &boxes {
-            println!("{}", b.name);
+            println!("{}", escape(&b.name));
         }
     } else {
         output::list(ctx, &boxes);
@@ -432,7 +433,7 @@ pub async fn inspect(ctx: &Ctx, names: &[String], format: Option<&str>) -> Resul
             Ok(b) => found.push(b),
             Err(f) => {
                 if names.len() > 1 {
-                    eprintln!("boxctl: {}", f.message);
+                    eprintln!("boxctl: {}", escape_lines(&f.message));
                 }
                 failed = Some(f);
             }
@@ -442,8 +443,12 @@ pub async fn inspect(ctx: &Ctx, names: &[String], format: Option<&str>) -> Resul
     match &template {
         Some(t) => {
             for b in &found {
+                // A template prints strings unquoted: what it renders is
+                // escaped but for newlines and tabs (a PEM in an env value
+                // prints as docker prints it; `{{json}}` is escaped by serde
+                // already, so it stays exact JSON).
                 let text = t.render(&output::box_json(b)).map_err(Failure::usage)?;
-                let _ = writeln!(out, "{text}");
+                let _ = writeln!(out, "{}", escape_lines(&text));
             }
         }
         None if names.len() > 1 => {
@@ -526,8 +531,8 @@ pub async fn prune(ctx: &Ctx, force: bool, images: bool) -> Result<u8, Failure> 
             // Started since it was listed: it stays.
             Err(s) => eprintln!(
                 "boxctl: kept box {}: {}",
-                b.name,
-                boxd_client::status_message(&s)
+                escape(&b.name),
+                escape_lines(&boxd_client::status_message(&s))
             ),
         }
     }
@@ -548,11 +553,11 @@ pub async fn prune(ctx: &Ctx, force: bool, images: bool) -> Result<u8, Failure> 
         );
     } else {
         for name in &removed {
-            println!("removed box {name}");
+            println!("removed box {}", escape(name));
         }
         if let Some(i) = &images {
             for r in &i.deleted {
-                println!("removed image {r}");
+                println!("removed image {}", escape(r));
             }
         }
         println!("{} boxes removed", removed.len());

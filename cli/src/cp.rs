@@ -100,7 +100,11 @@ pub async fn cp(ctx: &Ctx, args: CpArgs) -> Result<u8, Failure> {
     if ctx.json && !to_stdout {
         println!("{}", serde_json::json!({ "bytes": bytes }));
     } else if std::io::stderr().is_terminal() {
-        eprintln!("Copied {} to {}", crate::output::size(bytes), args.dst);
+        eprintln!(
+            "Copied {} to {}",
+            crate::output::size(bytes),
+            boxd_client::untrusted::escape(&args.dst)
+        );
     }
     Ok(0)
 }

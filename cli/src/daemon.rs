@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use boxd_client::untrusted::{escape, escape_lines};
 use boxd_client::{spawn, v1};
 use clap::Subcommand;
 
@@ -60,27 +61,31 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
                         serde_json::json!({"running": true, "daemon": output::describe_json(&d)})
                     );
                 } else {
+                    // What Describe says, escaped: the engine's problem
+                    // quotes the remote BoxLite server's error bodies.
                     println!(
                         "boxd {} is running (pid {}) on {}",
-                        d.daemon_version, d.pid, d.socket
+                        escape(&d.daemon_version),
+                        d.pid,
+                        escape(&d.socket)
                     );
                     println!(
                         "engine: {} {} ({} isolation{})",
-                        d.engine,
-                        d.engine_version,
-                        d.isolation,
+                        escape(&d.engine),
+                        escape(&d.engine_version),
+                        escape(&d.isolation),
                         crate::output::host_suffix(&d.engine_host)
                     );
                     if !d.engine_problem.is_empty() {
-                        println!("engine problem: {}", d.engine_problem);
+                        println!("engine problem: {}", escape_lines(&d.engine_problem));
                     }
                     for n in &d.notes {
-                        println!("note: {n}");
+                        println!("note: {}", escape_lines(n));
                     }
                     if d.protocol != v1::PROTOCOL {
                         println!(
                             "protocol: boxd speaks {}, this boxctl {}: restart boxd from this release",
-                            d.protocol,
+                            escape(&d.protocol),
                             v1::PROTOCOL
                         );
                     }
@@ -177,7 +182,9 @@ async fn start(ctx: &Ctx, boxd: Option<PathBuf>, args: Vec<String>) -> Result<u8
         }
         (spawn::Origin::Started, false) => println!(
             "boxd {} started (pid {}) on {}",
-            d.daemon_version, d.pid, d.socket
+            escape(&d.daemon_version),
+            d.pid,
+            escape(&d.socket)
         ),
         (origin, true) => println!(
             "{}",

@@ -1,6 +1,7 @@
 //! `boxctl doctor`: the host checks of `boxd doctor`, plus what the running
 //! daemon says about itself.
 
+use boxd_client::untrusted::escape_lines;
 use serde_json::{Value, json};
 
 use crate::{Ctx, Failure};
@@ -60,11 +61,13 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     if ctx.json {
         println!("{}", Value::Array(checks.clone()));
     } else {
+        // Escaped: a detail quotes the remote BoxLite server's error body,
+        // or what a host program printed.
         for c in &checks {
-            let s = |k: &str| c[k].as_str().unwrap_or("").to_owned();
+            let s = |k: &str| escape_lines(c[k].as_str().unwrap_or("")).into_owned();
             println!("{:<5} {:<18} {}", s("status"), s("name"), s("detail"));
             if let Some(fix) = c["fix"].as_str() {
-                println!("      {:<18} fix: {fix}", "");
+                println!("      {:<18} fix: {}", "", escape_lines(fix));
             }
         }
     }

@@ -8,6 +8,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+use boxd_client::untrusted::{escape, escape_lines};
 use boxd_client::{ExecStream, stdio, v1};
 use clap::Args;
 
@@ -134,7 +135,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<u8, Failure> {
     let code = stream(ctx, &mut client, &name, &args.flags, &command).await;
     if args.flags.detach && code.is_ok() {
         // What `logs -f`, `attach`, `stop` and `rm` take.
-        println!("{name}");
+        println!("{}", escape(&name));
     }
     if args.rm
         && created.created()
@@ -147,7 +148,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<u8, Failure> {
     {
         eprintln!(
             "boxctl: could not remove box {name}: {}",
-            boxd_client::status_message(&s)
+            escape_lines(&boxd_client::status_message(&s))
         );
     }
     code
@@ -248,7 +249,9 @@ async fn stream(
         .await
         .map_err(|s| exec_failure(s.into()))?;
     if !exit.error.is_empty() {
-        eprintln!("boxctl: {}", exit.error);
+        // boxd's words, quoting what the image or box chose (its user, its
+        // command): escaped, unlike the command's own output.
+        eprintln!("boxctl: {}", escape_lines(&exit.error));
     }
     if exit.timed_out {
         eprintln!("boxctl: the command timed out");

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 
 use boxd_client::boxes::{self, PullEvent};
+use boxd_client::untrusted::escape;
 use boxd_client::{Client, v1};
 use clap::Subcommand;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -64,7 +65,11 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
             };
             let info = pull(&mut c, &reference, where_to).await?;
             if !ctx.json {
-                println!("{} {}", info.references.join(", "), info.digest);
+                println!(
+                    "{} {}",
+                    escape(&info.references.join(", ")),
+                    escape(&info.digest)
+                );
             }
         }
         Action::Ls => {
@@ -89,11 +94,11 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
                     for r in names {
                         println!(
                             "{:<50} {:<19} {:>10} {:>6}  {}",
-                            r,
+                            escape(&r),
                             short(&i.digest),
                             human(i.size),
                             i.layers,
-                            i.used_by.join(",")
+                            escape(&i.used_by.join(","))
                         );
                     }
                 }
@@ -118,10 +123,10 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
                 println!("{}", json!({"untagged": r.untagged, "deleted": r.deleted}));
             } else {
                 for u in &r.untagged {
-                    println!("untagged {u}");
+                    println!("untagged {}", escape(u));
                 }
                 for d in &r.deleted {
-                    println!("deleted {d}");
+                    println!("deleted {}", escape(d));
                 }
             }
         }
@@ -137,7 +142,7 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
                 );
             } else {
                 for d in &r.deleted {
-                    println!("deleted {d}");
+                    println!("deleted {}", escape(d));
                 }
                 println!("reclaimed {}", human(r.reclaimed_bytes));
             }
@@ -155,7 +160,11 @@ pub async fn run(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
             if ctx.json {
                 println!("{}", image_json(&i));
             } else {
-                println!("imported {} {}", i.references.join(", "), i.digest);
+                println!(
+                    "imported {} {}",
+                    escape(&i.references.join(", ")),
+                    escape(&i.digest)
+                );
             }
         }
     }
@@ -237,7 +246,7 @@ impl PullView {
                     let cached = s.layers.iter().filter(|l| l.cached).count();
                     eprintln!(
                         "pulling {}: {} layers ({} cached), {} to download",
-                        s.reference,
+                        escape(&s.reference),
                         s.layers.len(),
                         cached,
                         human(s.total_bytes)
@@ -291,7 +300,11 @@ impl PullView {
                     spinner.finish_with_message("unpacked");
                 }
                 if show == Show::Lines {
-                    eprintln!("pulled {} ({})", self.reference, info.digest);
+                    eprintln!(
+                        "pulled {} ({})",
+                        escape(&self.reference),
+                        escape(&info.digest)
+                    );
                 }
             }
         }
@@ -333,9 +346,12 @@ pub fn image_json(i: &v1::ImageInfo) -> Value {
     })
 }
 
+/// `sha256:` and the first 12 characters of the digest (a registry's word:
+/// escaped).
 fn short(digest: &str) -> String {
     let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
-    format!("sha256:{}", &hex[..hex.len().min(12)])
+    let head: String = hex.chars().take(12).collect();
+    format!("sha256:{}", escape(&head))
 }
 
 fn human(bytes: u64) -> String {

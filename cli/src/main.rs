@@ -673,7 +673,10 @@ fn main() -> ExitCode {
 }
 
 /// A failure on stderr: a line of words, or with `--json` one JSON object
-/// `{"error": {"message", "exitCode", "kind"}}`.
+/// `{"error": {"message", "exitCode", "kind"}}`. The words are escaped
+/// ([`boxd_client::untrusted::escape_lines`]): boxd's errors quote what
+/// images, boxes and remote servers said, and only their newlines (a start
+/// error's quoted log lines) are kept; JSON is escaped by serde.
 fn report(json: bool, f: &Failure) {
     if json {
         let kind = f.kind.map(|k| format!("{k:?}"));
@@ -682,7 +685,10 @@ fn report(json: bool, f: &Failure) {
             serde_json::json!({"error": {"message": f.message, "exitCode": f.code, "kind": kind}})
         );
     } else {
-        eprintln!("boxctl: {}", f.message);
+        eprintln!(
+            "boxctl: {}",
+            boxd_client::untrusted::escape_lines(&f.message)
+        );
     }
 }
 

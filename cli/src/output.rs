@@ -1,6 +1,12 @@
 //! Human and `--json` renderings of replies.
+//!
+//! Every string a reply carries is printed through
+//! [`boxd_client::untrusted`] in the human forms (boxd's warnings and
+//! events quote images, boxes and remote servers; a name or an id is
+//! escaped too, so no field is left to trust); JSON is escaped by serde.
 
 use boxd_client::boxes::{Created, Outcome};
+use boxd_client::untrusted::{escape, escape_lines};
 use boxd_client::v1;
 use serde_json::{Value, json};
 
@@ -85,7 +91,12 @@ pub fn ports(ctx: &Ctx, ports: &[v1::PortMapping]) {
         return;
     }
     for p in ports {
-        println!("{}/{} -> {}", p.box_port, proto(p), host_addr(p));
+        println!(
+            "{}/{} -> {}",
+            p.box_port,
+            escape(proto(p)),
+            escape(&host_addr(p))
+        );
     }
 }
 
@@ -102,7 +113,7 @@ pub fn created(ctx: &Ctx, r: &Created) {
         return;
     }
     for w in &r.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", escape_lines(w));
     }
     let verb = match r.outcome {
         Outcome::Created => "created",
@@ -110,9 +121,9 @@ pub fn created(ctx: &Ctx, r: &Created) {
     };
     println!(
         "{verb} box {} ({}, {} isolation{}) in {} ms",
-        b.name,
-        b.id,
-        r.isolation(),
+        escape(&b.name),
+        escape(&b.id),
+        escape(r.isolation()),
         host_suffix(&b.engine_host),
         r.elapsed_ms
     );
@@ -123,9 +134,9 @@ pub fn started(ctx: &Ctx, r: &v1::StartBoxResponse) {
     if ctx.json {
         print_json(&json!({"box": box_json(&b), "bootMs": r.boot_ms}));
     } else if r.boot_ms == 0 {
-        println!("box {} is running", b.name);
+        println!("box {} is running", escape(&b.name));
     } else {
-        println!("started box {} in {} ms", b.name, r.boot_ms);
+        println!("started box {} in {} ms", escape(&b.name), r.boot_ms);
     }
 }
 
@@ -134,7 +145,7 @@ pub fn one_box(ctx: &Ctx, b: Option<&v1::BoxInfo>) {
     if ctx.json {
         print_json(&box_json(&b));
     } else {
-        println!("box {} is {}", b.name, state(b.state));
+        println!("box {} is {}", escape(&b.name), state(b.state));
     }
 }
 
@@ -145,16 +156,16 @@ pub fn updated(ctx: &Ctx, r: &v1::UpdateBoxResponse) {
         return;
     }
     for w in &r.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", escape_lines(w));
     }
-    println!("updated box {}", b.name);
+    println!("updated box {}", escape(&b.name));
 }
 
 pub fn removed(ctx: &Ctx, name: &str) {
     if ctx.json {
         print_json(&json!({"removed": name}));
     } else {
-        println!("removed box {name}");
+        println!("removed box {}", escape(name));
     }
 }
 
@@ -170,22 +181,25 @@ pub fn list(ctx: &Ctx, boxes: &[v1::BoxInfo]) {
     for b in boxes {
         println!(
             "{:<24} {:<13} {:<9} {:<10} {:>5} {:>7}  {:<25}  {}",
-            b.name,
-            b.id,
+            escape(&b.name),
+            escape(&b.id),
             state(b.state),
             if b.engine_host.is_empty() {
-                b.isolation.clone()
+                escape(&b.isolation).into_owned()
             } else {
-                format!("{}*", b.isolation)
+                format!("{}*", escape(&b.isolation))
             },
             b.running_execs,
             b.disk_bytes.map_or("-".into(), size),
-            ports_column(&b.ports),
-            b.image
+            escape(&ports_column(&b.ports)),
+            escape(&b.image)
         );
     }
     if let Some(b) = boxes.iter().find(|b| !b.engine_host.is_empty()) {
-        println!("* runs on {}", b.engine_host.trim_start_matches("remote: "));
+        println!(
+            "* runs on {}",
+            escape(b.engine_host.trim_start_matches("remote: "))
+        );
     }
 }
 
@@ -208,7 +222,7 @@ pub fn event(ctx: &Ctx, e: &v1::BoxEvent) {
         let extra = if e.message.is_empty() {
             String::new()
         } else {
-            format!(" ({})", e.message)
+            format!(" ({})", escape(&e.message))
         };
         let took = match (e.elapsed_ms, e.state) {
             (0, _) => String::new(),
@@ -219,8 +233,8 @@ pub fn event(ctx: &Ctx, e: &v1::BoxEvent) {
             "{} box {} {} (id={}){took}{extra}",
             crate::words::rfc3339_ms(e.at_ms),
             state(e.state),
-            e.name,
-            e.box_id,
+            escape(&e.name),
+            escape(&e.box_id),
         );
     }
 }
@@ -235,12 +249,13 @@ pub fn describe_json(d: &v1::DescribeResponse) -> Value {
     })
 }
 
-/// `, remote: URL` after an isolation word, for an engine elsewhere.
+/// `, remote: URL` after an isolation word, for an engine elsewhere
+/// (escaped).
 pub fn host_suffix(host: &str) -> String {
     if host.is_empty() {
         String::new()
     } else {
-        format!(", {host}")
+        format!(", {}", escape(host))
     }
 }
 
@@ -254,11 +269,11 @@ pub fn version(ctx: &Ctx, daemon: Option<&v1::DescribeResponse>) {
     match daemon {
         Some(d) => println!(
             "boxd {} ({}, engine {} {}, {} isolation{})",
-            d.daemon_version,
-            d.protocol,
-            d.engine,
-            d.engine_version,
-            d.isolation,
+            escape(&d.daemon_version),
+            escape(&d.protocol),
+            escape(&d.engine),
+            escape(&d.engine_version),
+            escape(&d.isolation),
             host_suffix(&d.engine_host)
         ),
         None => println!("boxd not running"),

@@ -1,6 +1,7 @@
 //! `boxctl snapshot …`, `clone`, `export` and `import-box`: a box's files
 //! kept by name, copied into a new box, or written to an archive.
 
+use boxd_client::untrusted::escape;
 use boxd_client::v1;
 use clap::Subcommand;
 use serde_json::{Value, json};
@@ -100,8 +101,8 @@ pub async fn snapshot(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
             } else {
                 println!(
                     "snapshot {} of box {} ({})",
-                    s.name,
-                    s.box_name,
+                    escape(&s.name),
+                    escape(&s.box_name),
                     size(s.size_bytes)
                 );
             }
@@ -119,7 +120,7 @@ pub async fn snapshot(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
                 for s in &list {
                     println!(
                         "{:<32} {:<19} {:>7}",
-                        s.name,
+                        escape(&s.name),
                         utc(s.created_at_ms),
                         size(s.size_bytes)
                     );
@@ -135,7 +136,11 @@ pub async fn snapshot(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
             if ctx.json {
                 println!("{}", json!({"restored": name, "box": box_name}));
             } else {
-                println!("restored box {box_name} to snapshot {name}");
+                println!(
+                    "restored box {} to snapshot {}",
+                    escape(&box_name),
+                    escape(&name)
+                );
             }
         }
         Action::Rm { box_name, name } => {
@@ -147,7 +152,11 @@ pub async fn snapshot(ctx: &Ctx, action: Action) -> Result<u8, Failure> {
             if ctx.json {
                 println!("{}", json!({"removed": name, "box": box_name}));
             } else {
-                println!("removed snapshot {name} of box {box_name}");
+                println!(
+                    "removed snapshot {} of box {}",
+                    escape(&name),
+                    escape(&box_name)
+                );
             }
         }
     }
@@ -188,7 +197,12 @@ pub async fn export(ctx: &Ctx, name: String, file: std::path::PathBuf) -> Result
             json!({"box": name, "path": path, "sizeBytes": reply.size_bytes})
         );
     } else {
-        println!("exported box {name} to {path} ({})", size(reply.size_bytes));
+        println!(
+            "exported box {} to {} ({})",
+            escape(&name),
+            escape(&path),
+            size(reply.size_bytes)
+        );
     }
     Ok(0)
 }

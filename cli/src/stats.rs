@@ -70,7 +70,7 @@ fn table(boxes: &[v1::BoxStat]) -> String {
             });
         s.push_str(&format!(
             "{:<24} {:>6.1}% {:>19} {:>6} {:>17} {:>7} {:>5}\n",
-            b.name,
+            boxd_client::untrusted::escape(&b.name),
             b.cpu_percent,
             format!("{} / {limit}", size(b.memory_bytes)),
             mem_pct,

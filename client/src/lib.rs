@@ -24,6 +24,7 @@ pub mod spawn;
 pub mod spec;
 pub mod stderr;
 pub mod stdio;
+pub mod untrusted;
 
 pub use boxd_fs::{archive, trust};
 pub use boxd_proto::paths::{Paths, PathsError};

@@ -40,6 +40,9 @@ pub struct File {
 #[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct BoxliteFile {
+    /// `https://HOST`, or plain `http://` to this host only (a loopback
+    /// address or `localhost`; `BOXD_BOXLITE_INSECURE_HTTP=1` accepts
+    /// another): `engine::boxlite::remote::Remote::new` decides.
     pub url: Option<String>,
     pub api_key_file: Option<PathBuf>,
 }

@@ -63,18 +63,36 @@ pub fn run(paths: &Paths) -> Vec<Check> {
 }
 
 /// Prints the checks; returns the exit code (1 when any check failed).
+/// A detail quotes what host programs printed and paths from the
+/// environment: printed with control characters escaped ([`shown`]);
+/// JSON is escaped by serde.
 pub fn report(checks: &[Check], json: bool) -> u8 {
     if json {
         println!("{}", serde_json::to_string(checks).unwrap_or_default());
     } else {
         for c in checks {
-            println!("{:<5} {:<18} {}", c.status, c.name, c.detail);
+            println!("{:<5} {:<18} {}", c.status, c.name, shown(&c.detail));
             if let Some(fix) = &c.fix {
-                println!("      {:<18} fix: {fix}", "");
+                println!("      {:<18} fix: {}", "", shown(fix));
             }
         }
     }
     u8::from(checks.iter().any(|c| c.status == "fail"))
+}
+
+/// `text` with its control characters escaped as `{:?}` escapes them
+/// (`\u{1b}`), for a terminal (the daemon depends on no client crate, so
+/// not `boxd_client::untrusted`, whose rule this is).
+fn shown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn first_line(out: &std::process::Output) -> String {
@@ -429,5 +447,16 @@ fn socket(socket: &Path) -> Check {
             format!("cannot check {}: {e}", socket.display()),
             own,
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn details_reach_the_terminal_without_controls() {
+        assert_eq!(
+            super::shown("mke2fs \x1b]0;t\x07 1.47\r\n\u{9b}ok é"),
+            "mke2fs \\u{1b}]0;t\\u{7} 1.47\\r\\n\\u{9b}ok é"
+        );
     }
 }

@@ -30,12 +30,15 @@ pub mod setup;
 use std::sync::Arc;
 
 use boxd_client::stderr::Sink;
-use boxd_client::{ExecStream, spawn, spec, stdio, v1};
+use boxd_client::{ExecStream, spawn, spec, stdio, untrusted, v1};
 use tokio::sync::Notify;
 
 pub use args::{Args, ArgsError, Mode};
 
-/// Why the proxy could not run the command; exit code 125.
+/// Why the proxy could not run the command; exit code 125. What boxd
+/// said (and a probe printed) is shown escaped
+/// ([`boxd_client::untrusted`]): it quotes images, boxes and remote
+/// servers, and goes to the terminal the agent host runs in.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
     #[error(transparent)]
@@ -44,13 +47,13 @@ pub enum ProxyError {
     Spec(#[from] spec::SpecError),
     #[error(transparent)]
     Paths(#[from] boxd_client::PathsError),
-    #[error(transparent)]
+    #[error("{}", untrusted::escape_lines(&.0.to_string()))]
     Spawn(#[from] spawn::SpawnError),
-    #[error("{0}")]
+    #[error("{}", untrusted::escape_lines(.0))]
     Daemon(String),
     #[error("box {0:?} does not exist; give --image to create it")]
     NoImage(String),
-    #[error("{0}")]
+    #[error("{}", untrusted::escape_lines(.0))]
     NotReady(String),
     /// The client closed stdin before or while box NAME was provisioned.
     #[error(
@@ -112,7 +115,7 @@ async fn raw(args: Args, tty: bool) -> Result<u8, ProxyError> {
     };
     let exit = stdio::attach(exec, how).await?;
     if !exit.error.is_empty() {
-        tracing::error!("{}", exit.error);
+        tracing::error!("{}", untrusted::escape_lines(&exit.error));
     }
     Ok(stdio::exit_code(&exit))
 }
@@ -161,7 +164,7 @@ async fn acp_mode(args: Args) -> Result<u8, ProxyError> {
     };
     let exit = acp::serve(cx, exec, acp::lines(chunks)).await?;
     if !exit.error.is_empty() {
-        tracing::error!("{}", exit.error);
+        tracing::error!("{}", untrusted::escape_lines(&exit.error));
     }
     Ok(stdio::exit_code(&exit))
 }

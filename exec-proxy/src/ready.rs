@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use boxd_client::stderr::Sink;
+use boxd_client::untrusted::{escape_bytes, escape_lines};
 use boxd_client::{Client, ExecEvent, ExecStream, v1};
 use tokio::sync::Notify;
 
@@ -62,7 +63,7 @@ pub async fn ensure(
         "probe failed in {:?} ({}): {}",
         begin.elapsed(),
         describe(&first.exit),
-        String::from_utf8_lossy(&first.output).trim()
+        escape_bytes(&first.output).trim()
     );
     let Some(provision) = provision else {
         return Err(ProxyError::NotReady(format!(
@@ -76,7 +77,7 @@ pub async fn ensure(
         return Err(ProxyError::NotReady(format!(
             "provisioning finished, but the probe `{probe}` still fails ({}): {}",
             describe(&again.exit),
-            String::from_utf8_lossy(&again.output).trim()
+            escape_bytes(&again.output).trim()
         )));
     }
     Ok(())
@@ -159,9 +160,11 @@ async fn run(
     }
 }
 
+/// An exit in words; boxd's error escaped (it quotes the image's user,
+/// the box's command).
 fn describe(exit: &v1::ExecExit) -> String {
     match (exit.code, exit.signal, exit.error.as_str()) {
-        (_, _, e) if !e.is_empty() => e.to_owned(),
+        (_, _, e) if !e.is_empty() => escape_lines(e).into_owned(),
         (Some(c), _, _) => format!("exit {c}"),
         (None, Some(s), _) => format!("signal {s}"),
         _ => "no exit status".into(),

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use boxd_client::untrusted::{escape, escape_lines};
 use boxd_client::{Client, ErrorKind, Paths, boxes, spawn, spec, v1};
 use tokio::sync::Notify;
 
@@ -63,9 +64,9 @@ pub async fn prepare(args: &Args, client_gone: Option<Arc<Notify>>) -> Result<Re
     if running.origin == spawn::Origin::Started {
         tracing::info!(
             "started boxd {} (pid {}, {} engine) on {}",
-            running.describe.daemon_version,
+            escape(&running.describe.daemon_version),
             running.describe.pid,
-            running.describe.engine,
+            escape(&running.describe.engine),
             socket.display()
         );
     } else if socket != paths.socket {
@@ -99,7 +100,7 @@ pub async fn prepare(args: &Args, client_gone: Option<Arc<Notify>>) -> Result<Re
             };
             let created = boxes::create_or_reuse(&mut client, &name, wanted, on_pull).await?;
             for w in &created.warnings {
-                tracing::warn!("{w}");
+                tracing::warn!("{}", escape_lines(w));
             }
             tracing::debug!(
                 "box {name} {} after {:?}",
@@ -204,9 +205,9 @@ fn pull_step(e: &boxes::PullEvent) -> Option<String> {
     Some(match e {
         PullEvent::Started(s) => format!("{} layers, {} bytes", s.layers.len(), s.total_bytes),
         PullEvent::Progress(_) => return None,
-        PullEvent::LayerDone(d) => format!("layer {d} done"),
+        PullEvent::LayerDone(d) => format!("layer {} done", escape(d)),
         PullEvent::Unpacking(_) => "unpacking".into(),
-        PullEvent::Done(i) => format!("done ({})", i.digest),
+        PullEvent::Done(i) => format!("done ({})", escape(&i.digest)),
     })
 }
 

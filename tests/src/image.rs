@@ -362,3 +362,41 @@ pub fn docker_save_tarball(out: &Path, tag: &str) {
     file_entry(&mut tar, "manifest.json", 0o644, &to_json(&manifest));
     write(out, &tar.into_inner().unwrap());
 }
+
+/// Builds at `dir` (replacing whatever is there) the busybox image with
+/// `config` as its image config's `config` section (`User`, `Env`, `Cmd`,
+/// `Labels`, …: everything an image's author controls), under the ref name
+/// `busybox`. For hostile images: the layer is busybox's own, so only what
+/// `config` says differs. Returns `dir`.
+pub fn busybox_layout_with_config(dir: &Path, config: serde_json::Value) -> PathBuf {
+    let _ = fs::remove_dir_all(dir);
+    fs::create_dir_all(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    let layer = layer_tar(&find_busybox());
+    let layer_digest = sha256(&layer);
+    let layer_desc = write_blob(dir, MEDIA_LAYER, &layer);
+    let image_config = serde_json::json!({
+        "architecture": oci_arch(),
+        "os": "linux",
+        "config": config,
+        "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
+    });
+    let config_desc = write_blob(dir, MEDIA_CONFIG, &to_json(&image_config));
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": MEDIA_MANIFEST,
+        "config": config_desc,
+        "layers": [layer_desc],
+    });
+    let mut manifest_desc = write_blob(dir, MEDIA_MANIFEST, &to_json(&manifest));
+    manifest_desc["platform"] = serde_json::json!({"architecture": oci_arch(), "os": "linux"});
+    manifest_desc["annotations"] =
+        serde_json::json!({"org.opencontainers.image.ref.name": "busybox"});
+    let index = serde_json::json!({"schemaVersion": 2, "mediaType": MEDIA_INDEX, "manifests": [manifest_desc]});
+    write(
+        &dir.join("oci-layout"),
+        br#"{"imageLayoutVersion":"1.0.0"}"#,
+    );
+    write(&dir.join("index.json"), &to_json(&index));
+    set_mode(dir, 0o755);
+    dir.to_path_buf()
+}

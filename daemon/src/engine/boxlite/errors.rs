@@ -7,7 +7,10 @@
 //!   is `FailedPrecondition`, naming the home (only one process can use a
 //!   BoxLite home at a time);
 //! - BoxLite reports unreachable registries as storage errors, but for boxd
-//!   they mean the engine could not get the image.
+//!   they mean the engine could not get the image;
+//! - what BoxLite says is quoted with its control characters escaped
+//!   ([`plain`]): on a remote runtime it is the server's error body, which
+//!   reaches clients' terminals and boxd's log.
 
 use std::path::Path;
 
@@ -26,7 +29,7 @@ pub(super) fn open_error(home: &Path, e: BoxliteError) -> Error {
     }
     match e {
         BoxliteError::Unsupported(m) => {
-            Error::FailedPrecondition(format!("BoxLite cannot run on this host: {m}"))
+            Error::FailedPrecondition(format!("BoxLite cannot run on this host: {}", plain(&m)))
         }
         e => map_err(
             &format!("open the BoxLite runtime at {}", home.display()),
@@ -44,9 +47,23 @@ pub(super) fn pull_error(reference: &str, e: BoxliteError) -> Error {
     }
 }
 
+/// What BoxLite (or a BoxLite server) said, its control characters
+/// escaped as `{:?}` escapes them (`\u{1b}`), the rest as it is.
+pub(super) fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A BoxLite error as a boxd error, with what was being done.
 pub(super) fn map_err(context: &str, e: BoxliteError) -> Error {
-    let msg = format!("{context}: {e}");
+    let msg = format!("{context}: {}", plain(&e.to_string()));
     match e {
         // 0.10.8 reports a taken box name as an invalid argument.
         BoxliteError::InvalidArgument(m) if m.contains("already exists") => {
@@ -134,5 +151,18 @@ mod tests {
             map_err("x", BoxliteError::Database("b".into())),
             Error::Internal(_)
         ));
+    }
+
+    #[test]
+    fn a_server_s_words_reach_no_terminal_raw() {
+        let body = "\x1b]0;pwned-title\x07\x1b]52;c;cHduZWQ=\x07\r\n\u{9b}2J";
+        let e = map_err("list BoxLite boxes", BoxliteError::Internal(body.into()));
+        let m = e.to_string();
+        assert!(!m.chars().any(char::is_control), "{m:?}");
+        assert!(
+            m.contains(r"\u{1b}]0;pwned-title\u{7}\u{1b}]52;c;cHduZWQ=\u{7}\r\n\u{9b}2J"),
+            "{m}"
+        );
+        assert_eq!(plain("caf\u{e9} \u{7bb1}"), "caf\u{e9} \u{7bb1}");
     }
 }

@@ -8,12 +8,20 @@
 //!
 //! The API key comes from a file or the environment and goes only into
 //! the client's `Authorization` header: it is never logged, never in
-//! `Describe`, never in a box archive.
+//! `Describe`, never in a box archive. Nor is it sent in clear over a
+//! network: a plain `http://` URL must name this host (a loopback address
+//! or `localhost`, as an SSH tunnel gives); to another host boxd refuses
+//! to start unless [`INSECURE_HTTP_ENV`] is `1`, and then warns.
+//!
+//! What the server says (its error bodies) is quoted with its control
+//! characters escaped (`errors::plain`): it reaches clients' terminals
+//! (`daemon status`, `doctor`, every failed call) and boxd's log.
 
 use std::time::Duration;
 
 use ::boxlite::{BoxliteError, BoxliteRestOptions, BoxliteRuntime};
 
+use super::errors::plain;
 use crate::error::{Error, Result};
 use crate::model::BoxSpec;
 
@@ -38,6 +46,22 @@ pub fn capabilities() -> Vec<String> {
         .collect()
 }
 
+/// The environment variable whose value `1` accepts a plain-HTTP
+/// `--boxlite-url` to another host (the key and the boxes' traffic in
+/// clear, on a network the user trusts).
+pub const INSECURE_HTTP_ENV: &str = "BOXD_BOXLITE_INSECURE_HTTP";
+
+/// Whether `host` is this host: a loopback address, or `localhost`.
+fn is_loopback(host: &url::Host<&str>) -> bool {
+    match host {
+        url::Host::Domain(d) => d.trim_end_matches('.').eq_ignore_ascii_case("localhost"),
+        url::Host::Ipv4(a) => a.is_loopback(),
+        url::Host::Ipv6(a) => {
+            a.is_loopback() || a.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
 /// Where the server is and the key it takes.
 #[derive(Clone)]
 pub struct Remote {
@@ -56,22 +80,47 @@ impl std::fmt::Debug for Remote {
 
 impl Remote {
     /// `url` checked (`http://` or `https://`, a host, no credentials in
-    /// it); the key from `key_file` (its first line) or, without one, the
+    /// it, plain HTTP only to this host unless [`INSECURE_HTTP_ENV`] is
+    /// `1`); the key from `key_file` (its first line) or, without one, the
     /// environment's `BOXD_BOXLITE_API_KEY`.
     pub fn new(
         url: &str,
         key_file: Option<&std::path::Path>,
     ) -> std::result::Result<Remote, String> {
+        let insecure = std::env::var(INSECURE_HTTP_ENV).is_ok_and(|v| v.trim() == "1");
+        Remote::checked(url, key_file, insecure)
+    }
+
+    /// [`Remote::new`], told whether plain HTTP to another host is accepted.
+    fn checked(
+        url: &str,
+        key_file: Option<&std::path::Path>,
+        insecure_http: bool,
+    ) -> std::result::Result<Remote, String> {
         let parsed =
             url::Url::parse(url).map_err(|e| format!("--boxlite-url {url:?} is not a URL: {e}"))?;
-        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        let Some(host) = parsed
+            .host()
+            .filter(|_| matches!(parsed.scheme(), "http" | "https"))
+        else {
             return Err(format!(
-                "--boxlite-url {url:?}: expected http://HOST:PORT or https://HOST"
+                "--boxlite-url {url:?}: expected https://HOST, or http://127.0.0.1:PORT on this host"
             ));
-        }
+        };
         if !parsed.username().is_empty() || parsed.password().is_some() {
             return Err(
                 "--boxlite-url must not carry credentials: put the API key in --boxlite-api-key-file".into(),
+            );
+        }
+        if parsed.scheme() == "http" && !is_loopback(&host) {
+            if !insecure_http {
+                return Err(format!(
+                    "--boxlite-url {url:?} is plain HTTP to {host}, which is not this host: the API key and every box's traffic (commands, their input and output) would cross the network in clear. Use https://{host}, or reach the server through this host's loopback (an SSH tunnel: ssh -N -L 8100:127.0.0.1:8100 {host}, then --boxlite-url http://127.0.0.1:8100), or set {INSECURE_HTTP_ENV}=1 to accept plain HTTP on a network you trust"
+                ));
+            }
+            tracing::warn!(
+                url,
+                "{INSECURE_HTTP_ENV}=1: the BoxLite API key and the boxes' traffic go to {host} in clear (plain HTTP to another host)"
             );
         }
         let api_key = match key_file {
@@ -109,8 +158,9 @@ impl Remote {
         }
         BoxliteRuntime::rest(options).map_err(|e| {
             Error::FailedPrecondition(format!(
-                "cannot use the BoxLite server at {}: {e}",
-                self.url
+                "cannot use the BoxLite server at {}: {}",
+                self.url,
+                plain(&e.to_string())
             ))
         })
     }
@@ -121,16 +171,18 @@ impl Remote {
 pub async fn probe(runtime: &BoxliteRuntime, url: &str) -> std::result::Result<String, String> {
     let auth = runtime
         .auth()
-        .map_err(|e| format!("the BoxLite server at {url}: {e}"))?;
+        .map_err(|e| format!("the BoxLite server at {url}: {}", plain(&e.to_string())))?;
     match tokio::time::timeout(Duration::from_secs(5), auth.whoami()).await {
         Ok(Ok(_)) => Ok(format!(
             "the BoxLite server at {url} answers and accepts the API key"
         )),
         Ok(Err(BoxliteError::Config(m))) if m.starts_with("auth") => Err(format!(
-            "the BoxLite server at {url} refused the API key ({m}): check --boxlite-api-key-file"
+            "the BoxLite server at {url} refused the API key ({}): check --boxlite-api-key-file",
+            plain(&m)
         )),
         Ok(Err(e)) => Err(format!(
-            "the BoxLite server at {url} cannot be reached: {e}"
+            "the BoxLite server at {url} cannot be reached: {}",
+            plain(&e.to_string())
         )),
         Err(_) => Err(format!(
             "the BoxLite server at {url} did not answer within 5 s"
@@ -193,6 +245,39 @@ mod tests {
         assert!(!format!("{r:?}").contains("s3cret"));
         std::fs::write(&file, "\n").unwrap();
         assert!(Remote::new("http://127.0.0.1:8100", Some(&file)).is_err());
+    }
+
+    #[test]
+    fn plain_http_goes_to_this_host_only_unless_accepted() {
+        for url in [
+            "http://127.0.0.1:8100",
+            "http://127.8.9.10:8100",
+            "http://localhost:8100",
+            "http://LOCALHOST.:8100",
+            "http://[::1]:8100",
+            "http://[::ffff:127.0.0.1]:8100",
+            "https://boxlite.example.com",
+            "https://192.0.2.1:8443",
+        ] {
+            assert!(Remote::checked(url, None, false).is_ok(), "{url}");
+        }
+        for url in [
+            "http://192.0.2.1:8100",
+            "http://10.0.0.1",
+            "http://boxlite.example.com:8100",
+            "http://localhost.example.com:8100",
+            "http://[2001:db8::1]:8100",
+            "http://0.0.0.0:8100",
+        ] {
+            let e = Remote::checked(url, None, false).unwrap_err();
+            assert!(
+                e.contains("in clear") && e.contains("https://") && e.contains(INSECURE_HTTP_ENV),
+                "{url}: {e}"
+            );
+            // The explicit opt-in.
+            assert!(Remote::checked(url, None, true).is_ok(), "{url}");
+        }
+        assert!(Remote::checked("unix:/run/boxlite.sock", None, true).is_err());
     }
 
     #[test]

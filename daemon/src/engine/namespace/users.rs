@@ -7,6 +7,10 @@
 //! primary group (0 for a number that has none) and every group that lists
 //! the user by name is a supplementary one; `HOME` is the entry's
 //! directory (`/` without one).
+//!
+//! A name in an error is quoted with `{:?}`: it comes from the image's
+//! config (`User`) or the box's files, and its control characters must
+//! reach no terminal raw.
 
 use std::io::Read;
 
@@ -40,7 +44,7 @@ pub fn resolve(spec: &str, passwd: &str, group: &str) -> Result<Ids, String> {
         (Err(_), Some(e)) => e.uid,
         (Err(_), None) => {
             return Err(format!(
-                "unable to find user {user}: no matching entries in the box's /etc/passwd"
+                "unable to find user {user:?}: no matching entries in the box's /etc/passwd"
             ));
         }
     };
@@ -53,7 +57,9 @@ pub fn resolve(spec: &str, passwd: &str, group: &str) -> Result<Ids, String> {
                 .find(|e| e.name == g)
                 .map(|e| e.gid)
                 .ok_or_else(|| {
-                    format!("unable to find group {g}: no matching entries in the box's /etc/group")
+                    format!(
+                        "unable to find group {g:?}: no matching entries in the box's /etc/group"
+                    )
                 })?,
         },
         None => entry.as_ref().map_or(0, |e| e.gid),
@@ -178,9 +184,16 @@ mod tests {
     #[test]
     fn unknown_names_and_bad_words_are_refused() {
         let e = resolve("nobody", PASSWD, GROUP).unwrap_err();
-        assert!(e.contains("unable to find user nobody"), "{e}");
+        assert!(e.contains(r#"unable to find user "nobody""#), "{e}");
         let e = resolve("node:wheel", PASSWD, GROUP).unwrap_err();
-        assert!(e.contains("unable to find group wheel"), "{e}");
+        assert!(e.contains(r#"unable to find group "wheel""#), "{e}");
+        // A name is the image's (its config's `User`) or the box's: quoted
+        // with its control characters escaped, never raw on a terminal.
+        let e = resolve("\x1b]0;pwned\x07:\x1b[2J", PASSWD, GROUP).unwrap_err();
+        assert!(e.contains(r#"user "\u{1b}]0;pwned\u{7}""#), "{e}");
+        assert!(!e.contains(['\x1b', '\x07']), "{e:?}");
+        let e = resolve("root:\x1b[2J", PASSWD, GROUP).unwrap_err();
+        assert!(e.contains(r#"group "\u{1b}[2J""#), "{e}");
         for bad in ["", ":", "node:", ":0"] {
             assert!(resolve(bad, PASSWD, GROUP).is_err(), "{bad:?}");
         }
