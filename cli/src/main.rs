@@ -292,15 +292,13 @@ impl McpArgs {
         })?;
         let mut mounts = Vec::new();
         for dir in file.allow_mount.iter().chain(&self.allow_mount) {
-            let real = std::fs::canonicalize(dir)
+            let abs = std::path::absolute(dir)
                 .map_err(|e| Failure::usage(format!("--allow-mount {}: {e}", dir.display())))?;
-            if !real.is_dir() {
-                return Err(Failure::usage(format!(
-                    "--allow-mount {}: not a directory",
-                    dir.display()
-                )));
-            }
-            mounts.push(real);
+            // Held open from now on: every path the agent names beneath it
+            // is used from this descriptor down.
+            let root = boxd_client::roots::Root::open(&abs)
+                .map_err(|e| Failure::usage(format!("--allow-mount {}: {e}", dir.display())))?;
+            mounts.push(std::sync::Arc::new(root));
         }
         let max_memory_mib = match self.max_memory.as_ref().or(file.max_memory.as_ref()) {
             None => None,

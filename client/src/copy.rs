@@ -7,7 +7,7 @@
 //! truncated archive pass for a whole one.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use boxd_proto::bytes::Bytes;
@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::Client;
 use crate::archive::{self, Failure, Modes};
+use crate::roots::{Found, Root};
 
 /// Archive bytes per message to the daemon (each becomes one write to
 /// the copy's stdin, a round trip to the box's supervisor).
@@ -30,11 +31,21 @@ pub type Progress = Arc<dyn Fn(u64) + Send + Sync>;
 
 /// Where a copy into a box reads from.
 pub enum Source {
-    /// A host file, directory or symlink (`DIR/.`: its contents).
+    /// A host file, directory or symlink (`DIR/.`: its contents) that the
+    /// user named: the directory it is in is resolved as the user spelled
+    /// it, once, and the rest by descriptor ([`crate::roots`]).
     Path {
         path: PathBuf,
         /// When `path` is a symlink, copy what it points at.
         follow_symlinks: bool,
+    },
+    /// A path something less trusted named (an MCP client), beneath a
+    /// root the user allowed: no symlink below the root is followed.
+    Beneath {
+        root: Arc<Root>,
+        rel: PathBuf,
+        /// `DIR/.`: the directory's contents.
+        contents: bool,
     },
     /// A tar archive, passed as it is (`-`: stdin).
     Tar(Box<dyn Read + Send>),
@@ -45,6 +56,10 @@ pub enum Dest {
     /// Unpacked at a host path, by docker's rule (into it when it is a
     /// directory, else as it; its parent must exist).
     Path(PathBuf),
+    /// Unpacked beneath a root the user allowed, at a path something less
+    /// trusted named (an MCP client): no symlink below the root is
+    /// followed, on the way or at the end.
+    Beneath { root: Arc<Root>, rel: PathBuf },
     /// The tar archive itself (`-`: stdout).
     Tar(Box<dyn Write + Send>),
 }
@@ -80,7 +95,12 @@ pub async fn copy_in(
             Source::Path {
                 path,
                 follow_symlinks,
-            } => archive::pack(&path.to_string_lossy(), follow_symlinks, &mut w),
+            } => pack_user_path(&path, follow_symlinks, &mut w),
+            Source::Beneath {
+                root,
+                rel,
+                contents,
+            } => root.pack(&rel, contents, &mut w),
             Source::Tar(mut r) => std::io::copy(&mut r, &mut w)
                 .map(drop)
                 .map_err(|e| Failure::io("reading the archive", e)),
@@ -148,7 +168,8 @@ pub async fn copy_out(
     let consumer = tokio::task::spawn_blocking(move || {
         let mut r = ChannelReader { rx, pending: None };
         match dest {
-            Dest::Path(p) => archive::unpack(&p.to_string_lossy(), &mut r, Modes { exact: false }),
+            Dest::Path(p) => unpack_user_path(&p, &mut r),
+            Dest::Beneath { root, rel } => root.unpack(&rel, &mut r, Modes { exact: false }),
             Dest::Tar(mut w) => std::io::copy(&mut r, &mut w)
                 .and_then(|_| w.flush())
                 .map_err(|e| Failure::io("writing the archive", e)),
@@ -187,6 +208,67 @@ pub async fn copy_out(
     }
     consumed?;
     Ok(received)
+}
+
+/// The directory a path the user typed is in (resolved as spelled, now),
+/// and its last component (`None`: the path names a directory itself,
+/// `DIR/.` or `/`).
+fn user_root(path: &Path) -> Result<(Root, Option<PathBuf>), Failure> {
+    let shown = path.display().to_string();
+    let abs = std::path::absolute(path).map_err(|e| Failure::io(&shown, e))?;
+    let named_dir = archive::names_contents(&path.to_string_lossy());
+    match (abs.parent(), abs.file_name()) {
+        (Some(parent), Some(name)) if !named_dir => {
+            let root =
+                Root::open(parent).map_err(|e| Failure::io(&parent.display().to_string(), e))?;
+            Ok((root, Some(PathBuf::from(name))))
+        }
+        _ => Ok((Root::open(&abs).map_err(|e| Failure::io(&shown, e))?, None)),
+    }
+}
+
+/// Packs a path the user typed: its directory as spelled, the rest by
+/// descriptor ([`Root::pack`]); `follow_symlinks` resolves the named
+/// symlink first (its target's directory as it is now).
+fn pack_user_path(path: &Path, follow_symlinks: bool, w: &mut impl Write) -> Result<(), Failure> {
+    let text = path.to_string_lossy();
+    let (root, name) = user_root(path)?;
+    let Some(name) = name else {
+        return root.pack(Path::new(""), archive::names_contents(&text), w);
+    };
+    if follow_symlinks && root.find(&name) == Found::Leaves {
+        let real = std::fs::canonicalize(path).map_err(|e| Failure::io(&text, e))?;
+        let (root, Some(target)) = user_root(&real)? else {
+            return root.pack(Path::new(""), false, w);
+        };
+        return root.pack_as(&target, &name, w);
+    }
+    if text.ends_with('/') && root.find(&name) != Found::Dir {
+        return Err(Failure {
+            kind: archive::Kind::Invalid,
+            message: format!("{text}: not a directory"),
+        });
+    }
+    root.pack(&name, false, w)
+}
+
+/// Unpacks at a path the user typed, by docker's rule: its directory as
+/// spelled, the rest by descriptor ([`Root::unpack`]: a symlink there, as
+/// a box sharing the directory may have planted, is refused).
+fn unpack_user_path(path: &Path, r: impl Read) -> Result<(), Failure> {
+    let text = path.to_string_lossy();
+    let modes = Modes { exact: false };
+    let (root, name) = user_root(path)?;
+    let Some(name) = name else {
+        return root.unpack(Path::new(""), r, modes);
+    };
+    if text.ends_with('/') && root.find(&name) != Found::Dir {
+        return Err(Failure {
+            kind: archive::Kind::Invalid,
+            message: format!("{text}: not a directory"),
+        });
+    }
+    root.unpack(&name, r, modes)
 }
 
 /// A blocking writer into a bounded channel, in [`CHUNK`]s.

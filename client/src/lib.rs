@@ -26,7 +26,7 @@ pub mod stderr;
 pub mod stdio;
 pub mod untrusted;
 
-pub use boxd_fs::{archive, trust};
+pub use boxd_fs::{archive, roots, trust};
 pub use boxd_proto::paths::{Paths, PathsError};
 pub use boxd_proto::wire::{CONNECTION_WINDOW, MAX_MESSAGE, STREAM_WINDOW};
 pub use boxd_proto::{bytes, tonic, v1};

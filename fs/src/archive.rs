@@ -131,14 +131,7 @@ pub fn pack(path: &str, follow_symlinks: bool, w: &mut impl Write) -> Result<()>
     };
     let top: OwnedFd =
         nix::fcntl::open(p, flags, Mode::empty()).map_err(|e| Failure::errno(path, e))?;
-    let meta = File::from(top.try_clone().map_err(|e| Failure::io(path, e))?)
-        .metadata()
-        .map_err(|e| Failure::io(path, e))?;
     let contents = names_contents(path);
-    if (contents || path.ends_with('/')) && !meta.is_dir() {
-        return Err(Failure::invalid(format!("{path}: not a directory")));
-    }
-    let mut b = tar::Builder::new(w);
     let name: PathBuf = if contents {
         PathBuf::from(".")
     } else {
@@ -147,6 +140,28 @@ pub fn pack(path: &str, follow_symlinks: bool, w: &mut impl Write) -> Result<()>
                 .expect("a path that is not its contents has a name"),
         )
     };
+    pack_fd(top, &name, contents || path.ends_with('/'), path, w)
+}
+
+/// Writes a tar of what `top` (an `O_PATH` descriptor, or any open one)
+/// is to `w`, its top-level entry named `name` (`.`: a directory's
+/// contents). `dir_only`: anything but a directory is refused. `path` is
+/// for messages.
+pub fn pack_fd(
+    top: OwnedFd,
+    name: &Path,
+    dir_only: bool,
+    path: &str,
+    w: &mut impl Write,
+) -> Result<()> {
+    let meta = File::from(top.try_clone().map_err(|e| Failure::io(path, e))?)
+        .metadata()
+        .map_err(|e| Failure::io(path, e))?;
+    if dir_only && !meta.is_dir() {
+        return Err(Failure::invalid(format!("{path}: not a directory")));
+    }
+    let mut b = tar::Builder::new(w);
+    let name = name.to_path_buf();
     let ft = meta.file_type();
     if ft.is_dir() {
         let dir = reopen(&top, DIR).map_err(|e| Failure::errno(path, e))?;
@@ -155,7 +170,9 @@ pub fn pack(path: &str, follow_symlinks: bool, w: &mut impl Write) -> Result<()>
         let file = reopen(&top, READ).map_err(|e| Failure::errno(path, e))?;
         append_file(&mut b, &name, File::from(file), path)?;
     } else if ft.is_symlink() {
-        let target = std::fs::read_link(p).map_err(|e| Failure::io(path, e))?;
+        let target =
+            nix::fcntl::readlinkat(top.as_fd(), "").map_err(|e| Failure::errno(path, e))?;
+        let target = PathBuf::from(target);
         append_link(&mut b, &name, &meta, &target, path)?;
     } else {
         return Err(Failure::invalid(format!(
@@ -347,7 +364,7 @@ fn parts(raw: &[u8]) -> Result<(bool, Vec<&OsStr>)> {
 }
 
 /// Reads a tar from `r` and unpacks it at `path`.
-pub fn unpack(path: &str, mut r: impl Read, modes: Modes) -> Result<()> {
+pub fn unpack(path: &str, r: impl Read, modes: Modes) -> Result<()> {
     let p = Path::new(path);
     // The destination is the caller's own path: followed as it names it.
     let target = match std::fs::metadata(p) {
@@ -382,6 +399,31 @@ pub fn unpack(path: &str, mut r: impl Read, modes: Modes) -> Result<()> {
             }
         }
     };
+    unpack_target(target, r, modes)
+}
+
+/// Unpacks a tar from `r` into the directory `dir` (open).
+pub fn unpack_into(dir: OwnedFd, r: impl Read, modes: Modes) -> Result<()> {
+    unpack_target(Target::Into(dir), r, modes)
+}
+
+/// Unpacks a tar from `r` whose one top-level entry becomes `name` in the
+/// directory `parent` (open).
+pub fn unpack_as(parent: OwnedFd, name: &OsStr, r: impl Read, modes: Modes) -> Result<()> {
+    if name.is_empty() || name == "." || name == ".." || name.as_bytes().contains(&b'/') {
+        return Err(Failure::invalid(format!("{name:?} is not a file name")));
+    }
+    unpack_target(
+        Target::As {
+            parent,
+            name: name.to_owned(),
+        },
+        r,
+        modes,
+    )
+}
+
+fn unpack_target(target: Target, mut r: impl Read, modes: Modes) -> Result<()> {
     let mut archive = tar::Archive::new(&mut r);
     let mut unpacker = Unpacker {
         target,

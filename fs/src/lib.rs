@@ -8,6 +8,11 @@
 //!   `O_NOFOLLOW` opens where the kernel lacks it);
 //! - [`archive`]: `docker cp`'s tar archives, packed (in a box) and
 //!   unpacked (on the host, and in a box) by descriptor;
+//! - [`roots`]: host paths a box, an agent or a client can influence,
+//!   used beneath a directory held open since its policy was set (the MCP
+//!   server's allowed directories, the ACP proxy's mounts, `boxctl cp`'s
+//!   destination): finding, reading, writing, packing and unpacking as one
+//!   descriptor walk each, never following a symlink;
 //! - [`trust`]: whether a socket, and the process answering on it, may be
 //!   trusted with a user's requests.
 //!
@@ -19,4 +24,5 @@
 
 pub mod archive;
 pub mod beneath;
+pub mod roots;
 pub mod trust;

@@ -68,6 +68,37 @@ async def main():
                 print(json.dumps({"ms": times}))
                 return
 
+            if mode.startswith("race:"):
+                # Something that writes the project (the box, or here the
+                # test standing in for it) flips PROJECT/d between a
+                # directory and a symlink to OUTSIDE while the agent copies
+                # through PROJECT/d both ways: a copy whose check saw the
+                # directory and whose use saw the symlink crosses into OUTSIDE.
+                mount = [{"host_path": project, "box_path": "/proj"}]
+                await call("create", "create_box", name="racer", image=image, mounts=mount)
+                await call("src", "write_file", box="racer", path="/tmp/src", content="box-data\n")
+                counts = {"in_ok": 0, "in_refused": 0, "out_ok": 0, "out_refused": 0}
+                for i in range(int(mode.split(":")[1])):
+                    r = await session.call_tool("copy_to_box", {
+                        "box": "racer", "host_path": project + "/d/secret", "box_path": f"/tmp/got{i}"})
+                    counts["in_refused" if r.is_error else "in_ok"] += 1
+                    r = await session.call_tool("copy_from_box", {
+                        "box": "racer", "box_path": "/tmp/src", "host_path": project + f"/d/pwned{i}"})
+                    counts["out_refused" if r.is_error else "out_ok"] += 1
+                await call("got", "exec", box="racer", shell="cat /tmp/got* 2>/dev/null | sort | uniq -c")
+                await call("remove", "remove_box", name="racer")
+                report["counts"] = counts
+                print(json.dumps(report))
+                return
+
+            if mode == "ceiling":
+                # A box that asks for nothing, and one that asks for more.
+                await call("create", "create_box", name="ceil", image=image)
+                await call("over", "create_box", name="ceil2", image=image, memory_mib=4096)
+                await call("stats", "box_stats", name="ceil")
+                print(json.dumps(report))
+                return
+
             if mode == "restart":
                 await call("create", "create_box", name="rs", image=image)
                 pending = asyncio.ensure_future(

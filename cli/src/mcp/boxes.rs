@@ -204,9 +204,10 @@ impl Boxes {
         p.image(&spec.image).map_err(refused)?;
         p.allow_net(&spec.allow_net).map_err(refused)?;
         p.publish(spec.ports.len()).map_err(refused)?;
-        p.resources(spec.memory_mib, spec.cpus).map_err(refused)?;
+        p.existing_resources(spec.memory_mib, spec.cpus)
+            .map_err(refused)?;
         for m in &spec.mounts {
-            p.host_path(&m.host_path).map_err(refused)?;
+            p.mount_path(&m.host_path).map_err(refused)?;
         }
         Ok(())
     }
@@ -242,10 +243,10 @@ impl Boxes {
         p.image(&req.image).map_err(refused)?;
         p.allow_net(&req.allow_net).map_err(refused)?;
         p.publish(req.publish.len()).map_err(refused)?;
-        p.resources(req.memory_mib, req.cpus).map_err(refused)?;
+        let (memory_mib, cpus) = p.resources(req.memory_mib, req.cpus).map_err(refused)?;
         let mut mounts = Vec::new();
         for m in &req.mounts {
-            let host = p.host_path(&m.host_path).map_err(refused)?;
+            let host = p.mount_path(&m.host_path).map_err(refused)?;
             mounts.push(v1::Mount {
                 host_path: host.to_string_lossy().into_owned(),
                 guest_path: m.box_path.clone(),
@@ -272,8 +273,8 @@ impl Boxes {
             .envs(env)
             .allow_net(req.allow_net.clone())
             .ports(ports)
-            .memory_mib(req.memory_mib)
-            .cpus(req.cpus)
+            .memory_mib(memory_mib)
+            .cpus(cpus)
             .working_dir(req.working_dir.clone());
         let created =
             boxd_client::boxes::create(&mut client, &req.name, spec, v1::IfExists::SameSpec, {

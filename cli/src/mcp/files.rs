@@ -256,9 +256,10 @@ impl Boxes {
         let n = boxd_client::copy::copy_in(
             &mut client,
             &req.box_name,
-            boxd_client::copy::Source::Path {
-                path: host,
-                follow_symlinks: false,
+            boxd_client::copy::Source::Beneath {
+                root: host.root,
+                rel: host.rel,
+                contents: host.contents,
             },
             &req.box_path,
             None,
@@ -280,7 +281,10 @@ impl Boxes {
             &req.box_name,
             &req.box_path,
             false,
-            boxd_client::copy::Dest::Path(host),
+            boxd_client::copy::Dest::Beneath {
+                root: host.root,
+                rel: host.rel,
+            },
             None,
         )
         .await

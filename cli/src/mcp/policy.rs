@@ -3,14 +3,19 @@
 //! Every check here is pure; a refusal says what the user would have to
 //! allow.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use boxd_client::roots::{self, Found, Root};
 
 /// The user's ceiling for boxes made and used through MCP.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
     /// Host directories that may be mounted, or copied from and to (and
-    /// anything beneath them). None by default.
-    pub mounts: Vec<PathBuf>,
+    /// anything beneath them), each held open since the server started:
+    /// every use of a path beneath one walks down from its descriptor
+    /// ([`boxd_client::roots`]). None by default.
+    pub mounts: Vec<Arc<Root>>,
     /// Hosts a box may be allowed to reach. None by default.
     pub net: Vec<String>,
     /// Images that may be used (exact references, or a prefix ending in
@@ -20,7 +25,8 @@ pub struct Policy {
     pub publish: bool,
     /// The most boxes this server may have made and not removed.
     pub max_boxes: usize,
-    /// The most memory (MiB) and CPUs a box may ask for.
+    /// The most memory (MiB) and CPUs a box may have: a box that asks for
+    /// none gets the ceiling.
     pub max_memory_mib: Option<u32>,
     pub max_cpus: Option<u32>,
     /// Whether the agent may stop, remove and use boxes this server did
@@ -35,38 +41,103 @@ pub struct Refused(pub String);
 
 impl Policy {
     /// A host path the agent names (to mount or copy): absolute, and
-    /// beneath an allowed directory once `.`, `..` and every symlink of
-    /// its existing part are resolved (a box with a mount can plant a
-    /// symlink there, so the path as written proves nothing). Returns the
-    /// resolved path, which is what goes to boxd.
-    pub fn host_path(&self, path: &str) -> Result<PathBuf, Refused> {
+    /// beneath an allowed directory by whole components once `.` and `..`
+    /// are taken out (lexically: never through the file system, where a
+    /// box with a mount plants symlinks). What is returned is used only
+    /// beneath that directory's descriptor, which follows no symlink.
+    pub fn host_path(&self, path: &str) -> Result<HostPath, Refused> {
         let p = Path::new(path);
         if !p.is_absolute() {
             return Err(Refused(format!(
                 "host path {path:?} is not absolute: name it from /"
             )));
         }
-        let normal = resolve(&normalize(p));
-        if self.mounts.iter().any(|dir| normal.starts_with(dir)) {
-            return Ok(normal);
+        let contents = boxd_client::archive::names_contents(path);
+        if let Some((root, rel)) = roots::locate(&self.mounts, p) {
+            let root = self
+                .mounts
+                .iter()
+                .find(|r| std::ptr::eq(r.as_ref(), root))
+                .expect("located among them")
+                .clone();
+            return Ok(HostPath {
+                root,
+                rel,
+                contents,
+            });
         }
+        let normal = roots::normalize(p);
         Err(Refused(if self.mounts.is_empty() {
             format!(
-                "host path {} is not allowed: this MCP server allows no host paths (start it with --allow-mount DIR)",
+                "host path {} is not allowed: this MCP server allows no host paths (the user would have to start it with --allow-mount DIR)",
                 normal.display()
             )
         } else {
             format!(
-                "host path {} is outside what this MCP server allows ({}); start it with --allow-mount {} to allow it",
+                "host path {} is outside what this MCP server allows ({}); the user would have to start it with --allow-mount for that directory",
                 normal.display(),
                 self.mounts
                     .iter()
-                    .map(|d| d.display().to_string())
+                    .map(|d| d.path().display().to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
-                normal.display()
             )
         }))
+    }
+
+    /// A host directory the agent names to mount: [`Policy::host_path`],
+    /// and a plain directory there now, reached with no symlink (boxd
+    /// binds it by the path returned).
+    pub fn mount_path(&self, path: &str) -> Result<PathBuf, Refused> {
+        let h = self.host_path(path)?;
+        match h.root.find(&h.rel) {
+            Found::Dir => Ok(h.path()),
+            Found::Missing => Err(Refused(format!(
+                "host path {} does not exist",
+                h.path().display()
+            ))),
+            Found::File => Err(Refused(format!(
+                "host path {} is not a directory",
+                h.path().display()
+            ))),
+            Found::Leaves => Err(Refused(format!(
+                "host path {} goes through a symlink or something that is not a directory, which this MCP server never follows",
+                h.path().display()
+            ))),
+        }
+    }
+
+    /// The memory (MiB) and CPUs a box gets: what it asks for, the ceiling
+    /// when it asks for none; more than the ceiling is refused.
+    pub fn resources(
+        &self,
+        memory_mib: Option<u32>,
+        cpus: Option<u32>,
+    ) -> Result<(Option<u32>, Option<u32>), Refused> {
+        self.within(memory_mib, cpus)?;
+        Ok((memory_mib.or(self.max_memory_mib), cpus.or(self.max_cpus)))
+    }
+
+    /// A box that exists (a clone's source): within the ceiling, and
+    /// limited wherever the ceiling is set (a box without a limit would
+    /// have none).
+    pub fn existing_resources(
+        &self,
+        memory_mib: Option<u32>,
+        cpus: Option<u32>,
+    ) -> Result<(), Refused> {
+        self.within(memory_mib, cpus)?;
+        if let (Some(max), None) = (self.max_memory_mib, memory_mib) {
+            return Err(Refused(format!(
+                "the box has no memory limit, and this MCP server allows at most {max} MiB a box (the user would have to start it without --max-memory)"
+            )));
+        }
+        if let (Some(max), None) = (self.max_cpus, cpus) {
+            return Err(Refused(format!(
+                "the box has no CPU limit, and this MCP server allows at most {max} CPUs a box (the user would have to start it without --max-cpus)"
+            )));
+        }
+        Ok(())
     }
 
     /// Hosts a box asks to reach.
@@ -132,19 +203,19 @@ impl Policy {
         )))
     }
 
-    pub fn resources(&self, memory_mib: Option<u32>, cpus: Option<u32>) -> Result<(), Refused> {
+    fn within(&self, memory_mib: Option<u32>, cpus: Option<u32>) -> Result<(), Refused> {
         if let (Some(max), Some(asked)) = (self.max_memory_mib, memory_mib)
             && asked > max
         {
             return Err(Refused(format!(
-                "{asked} MiB of memory is more than this MCP server allows ({max} MiB; start it with --max-memory {asked}m)"
+                "{asked} MiB of memory is more than this MCP server allows ({max} MiB; the user would have to start it with --max-memory {asked}m)"
             )));
         }
         if let (Some(max), Some(asked)) = (self.max_cpus, cpus)
             && asked > max
         {
             return Err(Refused(format!(
-                "{asked} CPUs is more than this MCP server allows ({max}; start it with --max-cpus {asked})"
+                "{asked} CPUs is more than this MCP server allows ({max}; the user would have to start it with --max-cpus {asked})"
             )));
         }
         Ok(())
@@ -161,57 +232,42 @@ impl Policy {
     }
 }
 
-/// `path` (normalized) with its longest existing part resolved through
-/// the file system (symlinks followed) and the rest appended as written.
-pub fn resolve(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(&existing) {
-            let mut out = real;
-            out.extend(rest.iter().rev());
-            return out;
-        }
-        match (
-            existing.file_name().map(|n| n.to_owned()),
-            existing.parent(),
-        ) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                existing = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
+/// A host path beneath one of the policy's directories.
+#[derive(Debug, Clone)]
+pub struct HostPath {
+    pub root: Arc<Root>,
+    /// Below the root (empty: the root itself).
+    pub rel: PathBuf,
+    /// `DIR/.`: a directory's contents.
+    pub contents: bool,
 }
 
-/// `path` with `.` and `..` taken out, without touching the disk (`..` at
-/// the root stays at the root).
-pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+impl HostPath {
+    /// The host path, for messages and for boxd's mounts.
+    pub fn path(&self) -> PathBuf {
+        if self.rel.as_os_str().is_empty() {
+            self.root.path().to_path_buf()
+        } else {
+            self.root.path().join(&self.rel)
         }
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn project() -> Policy {
-        Policy {
-            mounts: vec![PathBuf::from("/home/me/proj")],
+    fn project() -> (tempfile::TempDir, Policy) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("proj/src")).unwrap();
+        let root = Root::open(&dir.path().join("proj")).unwrap();
+        let p = Policy {
+            mounts: vec![Arc::new(root)],
             net: vec!["registry.npmjs.org".into()],
             max_boxes: 2,
             ..Default::default()
-        }
+        };
+        (dir, p)
     }
 
     #[test]
@@ -222,43 +278,45 @@ mod tests {
 
     #[test]
     fn host_paths_stay_beneath_what_is_allowed() {
-        let p = project();
-        assert_eq!(
-            p.host_path("/home/me/proj/src/../lib").unwrap(),
-            PathBuf::from("/home/me/proj/lib")
-        );
-        assert!(p.host_path("/home/me/proj").is_ok());
+        let (dir, p) = project();
+        let proj = dir.path().join("proj").canonicalize().unwrap();
+        let at = |rel: &str| format!("{}/{rel}", proj.display());
+        let h = p.host_path(&at("src/../lib")).unwrap();
+        assert_eq!(h.rel, PathBuf::from("lib"));
+        assert_eq!(h.path(), proj.join("lib"));
+        assert!(p.host_path(proj.to_str().unwrap()).is_ok());
+        assert!(p.host_path(&at("src/.")).unwrap().contents);
         for bad in [
-            "/home/me/proj/../.ssh",
-            "/home/me/project2",
-            "/home/me/proj/../../../etc",
-            "relative/path",
-            "/",
+            at("../.ssh"),
+            format!("{}2", proj.display()),
+            at("../../../etc"),
+            "relative/path".into(),
+            "/".into(),
         ] {
-            assert!(p.host_path(bad).is_err(), "{bad}");
+            let e = p.host_path(&bad).unwrap_err();
+            assert!(!e.0.contains(&format!("--allow-mount {bad}")), "{e}");
         }
     }
 
     #[test]
     fn a_symlink_beneath_an_allowed_directory_does_not_lead_out() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, p) = project();
         let proj = dir.path().join("proj");
-        std::fs::create_dir(&proj).unwrap();
         std::os::unix::fs::symlink("/etc", proj.join("evil")).unwrap();
-        let p = Policy {
-            mounts: vec![std::fs::canonicalize(&proj).unwrap()],
-            ..Default::default()
-        };
         let evil = proj.join("evil");
-        assert!(p.host_path(evil.to_str().unwrap()).is_err());
-        assert!(p.host_path(&format!("{}/passwd", evil.display())).is_err());
-        let new = proj.join("new/file");
-        assert!(p.host_path(new.to_str().unwrap()).is_ok());
+        assert!(p.mount_path(evil.to_str().unwrap()).is_err());
+        let h = p.host_path(&format!("{}/passwd", evil.display())).unwrap();
+        assert!(
+            h.root.read(&h.rel, 1 << 20).is_err(),
+            "used beneath, never followed"
+        );
+        assert!(p.mount_path(proj.join("src").to_str().unwrap()).is_ok());
+        assert!(p.mount_path(proj.join("new").to_str().unwrap()).is_err());
     }
 
     #[test]
     fn the_network_ceiling_names_what_to_allow() {
-        let p = project();
+        let (_dir, p) = project();
         assert!(p.allow_net(&["registry.npmjs.org".into()]).is_ok());
         assert!(p.allow_net(&[]).is_ok());
         let e = p
@@ -270,7 +328,7 @@ mod tests {
 
     #[test]
     fn images_ports_counts_and_sizes() {
-        let mut p = project();
+        let (_dir, mut p) = project();
         assert!(p.image("anything:latest").is_ok());
         p.images = vec!["docker.io/library/node:*".into(), "alpine:3.20".into()];
         assert!(p.image("docker.io/library/node:22").is_ok());
@@ -280,8 +338,21 @@ mod tests {
         assert!(p.publish(1).is_err());
         assert!(p.one_more_box(1).is_ok());
         assert!(p.one_more_box(2).is_err());
+        assert_eq!(p.resources(None, None).unwrap(), (None, None));
         p.max_memory_mib = Some(1024);
-        assert!(p.resources(Some(1024), None).is_ok());
+        p.max_cpus = Some(2);
+        assert_eq!(p.resources(Some(512), None).unwrap(), (Some(512), Some(2)));
+        assert_eq!(
+            p.resources(None, None).unwrap(),
+            (Some(1024), Some(2)),
+            "a box that asks for nothing gets the ceiling"
+        );
+        assert!(p.existing_resources(Some(1024), Some(1)).is_ok());
+        assert!(
+            p.existing_resources(None, Some(1)).is_err(),
+            "an unlimited clone source"
+        );
+        assert!(p.existing_resources(Some(1024), None).is_err());
         assert!(
             p.resources(Some(2048), None)
                 .unwrap_err()

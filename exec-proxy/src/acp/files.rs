@@ -1,20 +1,24 @@
-//! ACP's `fs/read_text_file` and `fs/write_text_file`: forwarded to the
-//! editor when the path is inside a mount (mapped to its host path, so
-//! unsaved buffers and the editor's review of edits keep working), served
-//! in the box otherwise.
+//! ACP's `fs/read_text_file` and `fs/write_text_file`, served by the
+//! proxy: inside a mount on the host, by descriptor beneath the mount's
+//! directory (held open since the proxy started); anywhere else in the
+//! box, through boxd.
 //!
-//! Invariants: the editor is asked only about host paths inside a mount
-//! that resolve, down from the mount's root, with no symlink and no `..`
-//! and end at a regular file or at nothing (a box plants symlinks in what
-//! it shares with the host: such a path is served in the box, where it
-//! means what the box makes it mean); a write into a read-only mount is
-//! refused, never forwarded; what is served in the box is read and written
-//! by boxd in the box (`CopyOut`, an exec), never on the host. Residual
-//! risk, documented: the box may swap a component for a symlink between
-//! the check and the editor's own open of the path.
+//! Invariants: no path the agent names reaches the editor, since the box
+//! can rename the components of any path inside a mount between a check
+//! and the editor's own open of it (a nested mount's root swapped for a
+//! symlink leads anywhere); on the host a file is read or written only
+//! beneath its mount's descriptor, with no symlink and no `..` on the way
+//! or at the end, and only a regular file (a path that would leave is
+//! served in the box, where it means what the box makes it mean); a write
+//! into a read-only mount is refused; what is served in the box is read
+//! and written by boxd in the box (`CopyOut`, an exec), never on the host.
 
 use std::collections::HashMap;
 use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use boxd_fs::roots::Root;
 
 use boxd_client::{Client, ExecEvent, ExecStream, v1};
 use serde_json::{Value, json};
@@ -29,8 +33,8 @@ pub const MAX_FILE: usize = 16 << 20;
 /// Where a file request goes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Route {
-    /// To the editor, with the path as the host names it.
-    Editor(Value),
+    /// Served on the host beneath a mount's directory, at `rel`.
+    Host { root: Arc<Root>, rel: PathBuf },
     /// Served in the box, at the path the agent gave.
     InBox,
     /// Refused with this error.
@@ -62,14 +66,58 @@ pub fn route(params: &Value, mounts: &Mounts, write: bool) -> Route {
             ),
         );
     }
-    match Mounts::resolve_on_host(&mapped) {
-        OnHost::File | OnHost::Missing => {
-            let mut forwarded = params.clone();
-            forwarded["path"] = Value::String(mapped.host.to_string_lossy().into_owned());
-            Route::Editor(forwarded)
-        }
-        OnHost::Leaves => Route::InBox,
+    match (Mounts::resolve_on_host(&mapped), mapped.root) {
+        (OnHost::File | OnHost::Missing, Some(root)) => Route::Host {
+            root: root.clone(),
+            rel: mapped.rel.clone(),
+        },
+        _ => Route::InBox,
     }
+}
+
+/// `fs/read_text_file` inside a mount: the regular file beneath the
+/// mount's descriptor, as text, from `line` for `limit` lines.
+pub async fn read_on_host(
+    root: Arc<Root>,
+    rel: PathBuf,
+    params: &Value,
+) -> Result<Value, CallError> {
+    let bytes = tokio::task::spawn_blocking(move || root.read(&rel, MAX_FILE as u64))
+        .await
+        .map_err(|e| (code::INTERNAL_ERROR, e.to_string()))?
+        .map_err(host_failed)?;
+    let text = String::from_utf8_lossy(&bytes);
+    Ok(json!({"content": lines(&text, params)}))
+}
+
+/// `fs/write_text_file` inside a mount: the regular file written beneath
+/// the mount's descriptor (missing directories made the same way).
+pub async fn write_on_host(
+    root: Arc<Root>,
+    rel: PathBuf,
+    params: &Value,
+) -> Result<Value, CallError> {
+    let Some(content) = params.get("content").and_then(Value::as_str) else {
+        return Err((
+            code::INVALID_PARAMS,
+            "content (a string) is required".into(),
+        ));
+    };
+    let data = content.as_bytes().to_vec();
+    tokio::task::spawn_blocking(move || {
+        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            root.make_dirs(parent)?;
+        }
+        root.write(&rel, &data)
+    })
+    .await
+    .map_err(|e| (code::INTERNAL_ERROR, e.to_string()))?
+    .map_err(host_failed)?;
+    Ok(json!({}))
+}
+
+fn host_failed(f: boxd_fs::archive::Failure) -> CallError {
+    (code::INTERNAL_ERROR, f.message)
 }
 
 /// `fs/read_text_file` in the box: the file boxd copies out of it (a
@@ -247,7 +295,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn requests_go_to_the_editor_only_inside_a_mount() {
+    fn requests_are_served_on_the_host_only_beneath_a_mount() {
         let dir = tempfile::tempdir().unwrap();
         let proj = dir.path().join("proj");
         std::fs::create_dir_all(&proj).unwrap();
@@ -268,29 +316,26 @@ mod tests {
             },
         ]);
         let p = |path: &str| json!({"sessionId": "s", "path": path, "content": "x"});
-        match route(&p("/workspace/a.txt"), &m, false) {
-            Route::Editor(v) => {
-                assert_eq!(v["path"], proj.join("a.txt").to_str().unwrap());
-                assert_eq!(v["sessionId"], "s");
-            }
+        let on_host = |r: Route| match r {
+            Route::Host { root, rel } => (root.path().to_path_buf(), rel),
             other => panic!("{other:?}"),
-        }
-        assert!(matches!(
-            route(&p("/workspace/new.txt"), &m, true),
-            Route::Editor(_)
-        ));
+        };
+        let proj_real = proj.canonicalize().unwrap();
+        assert_eq!(
+            on_host(route(&p("/workspace/a.txt"), &m, false)),
+            (proj_real.clone(), PathBuf::from("a.txt"))
+        );
+        assert_eq!(
+            on_host(route(&p("/workspace/new.txt"), &m, true)),
+            (proj_real, PathBuf::from("new.txt"))
+        );
         assert_eq!(route(&p("/etc/passwd"), &m, false), Route::InBox);
         assert_eq!(route(&p("/workspace/etc/passwd"), &m, false), Route::InBox);
         assert_eq!(
             route(&p("/workspace/../etc/passwd"), &m, true),
             Route::InBox
         );
-        assert_eq!(
-            route(&p("/ro/x"), &m, false),
-            Route::Editor(
-                json!({"sessionId": "s", "path": ro.join("x").to_str().unwrap(), "content": "x"})
-            )
-        );
+        assert_eq!(on_host(route(&p("/ro/x"), &m, false)).1, PathBuf::from("x"));
         assert!(
             matches!(route(&p("/ro/x"), &m, true), Route::Refused(_, msg) if msg.contains("read-only"))
         );
@@ -302,6 +347,61 @@ mod tests {
             route(&json!({}), &m, true),
             Route::Refused(code::INVALID_PARAMS, _)
         ));
+    }
+
+    /// A nested mount whose root the box swapped for a symlink (through
+    /// the outer mount) after the proxy started, or before it.
+    #[test]
+    fn a_nested_mount_s_swapped_root_leads_nowhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("key"), "host secret").unwrap();
+        let proj = dir.path().join("proj");
+        std::fs::create_dir_all(proj.join("sub")).unwrap();
+        std::fs::write(proj.join("sub/key"), "mine").unwrap();
+        let mounts = || {
+            Mounts::new(vec![
+                Mount {
+                    host: proj.clone(),
+                    guest: "/proj".into(),
+                    read_only: false,
+                },
+                Mount {
+                    host: proj.join("sub"),
+                    guest: "/sub".into(),
+                    read_only: false,
+                },
+            ])
+        };
+        let m = mounts();
+        std::fs::rename(proj.join("sub"), proj.join("moved")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), proj.join("sub")).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let p = json!({"path": "/sub/key", "content": "pwned"});
+        let Route::Host { root, rel } = route(&p, &m, false) else {
+            panic!("served on the host beneath the held root")
+        };
+        let read = rt
+            .block_on(read_on_host(root.clone(), rel.clone(), &p))
+            .unwrap();
+        assert_eq!(
+            read["content"], "mine",
+            "the box's /sub, not the symlink's target"
+        );
+        rt.block_on(write_on_host(root, rel, &p)).unwrap();
+        assert_eq!(
+            std::fs::read(outside.path().join("key")).unwrap(),
+            b"host secret"
+        );
+        assert_eq!(std::fs::read(proj.join("moved/key")).unwrap(), b"pwned");
+        // Swapped before the proxy started: the inner root is opened
+        // beneath the outer one, so the symlink is refused, and the inner
+        // mount's paths are served in the box.
+        let late = mounts();
+        assert_eq!(route(&p, &late, false), Route::InBox);
+        assert_eq!(route(&p, &late, true), Route::InBox);
     }
 
     #[test]

@@ -368,6 +368,12 @@ async fn serve_work(
         Work::WriteInBox { params, .. } => {
             files::write_in_box(&mut client, &cx.box_name, &cx.env, params).await
         }
+        Work::ReadOnHost {
+            root, rel, params, ..
+        } => files::read_on_host(root.clone(), rel.clone(), params).await,
+        Work::WriteOnHost {
+            root, rel, params, ..
+        } => files::write_on_host(root.clone(), rel.clone(), params).await,
     };
     lock(&relay).served(&id);
     let reply = match answer {

@@ -9,13 +9,10 @@
 //! way down from the mount's root, and ends at a regular file or at
 //! nothing.
 
-use std::fs::File;
-use std::os::fd::AsFd;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
-use nix::errno::Errno;
-use nix::fcntl::OFlag;
+use boxd_fs::roots::{Found, Root};
 
 /// One mount: a host directory (canonical, as boxd stores it) seen in the
 /// box at `guest`.
@@ -26,16 +23,21 @@ pub struct Mount {
     pub read_only: bool,
 }
 
-/// The mounts of one box.
+/// The mounts of one box, each with its host directory held open since
+/// the proxy started (`None`: it could not be opened with no symlink on
+/// the way, so nothing inside it is served on the host).
 #[derive(Debug, Clone, Default)]
 pub struct Mounts {
     mounts: Vec<Mount>,
+    roots: Vec<Option<Arc<Root>>>,
 }
 
 /// A box path inside a mount, with its host counterpart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapped<'a> {
     pub mount: &'a Mount,
+    /// The mount's host directory, held open.
+    pub root: Option<&'a Arc<Root>>,
     /// Below the mount's root (empty: the root itself).
     pub rel: PathBuf,
     pub host: PathBuf,
@@ -56,8 +58,30 @@ pub enum OnHost {
 }
 
 impl Mounts {
+    /// The table, each mount's host directory opened once, now: outermost
+    /// first, and a mount nested in another one's host directory beneath
+    /// that one's descriptor with no symlink on the way (the box can
+    /// rename what is inside the outer mount, and swap the inner one's
+    /// root for a symlink to anywhere).
     pub fn new(mounts: Vec<Mount>) -> Mounts {
-        Mounts { mounts }
+        let mut order: Vec<usize> = (0..mounts.len()).collect();
+        order.sort_by_key(|&i| mounts[i].host.components().count());
+        let mut roots: Vec<Option<Arc<Root>>> = vec![None; mounts.len()];
+        for i in order {
+            let host = &mounts[i].host;
+            let outer = roots
+                .iter()
+                .flatten()
+                .filter_map(|r| r.relative(host).map(|rel| (r.clone(), rel)))
+                .filter(|(_, rel)| !rel.as_os_str().is_empty())
+                .max_by_key(|(r, _)| r.path().components().count());
+            roots[i] = match outer {
+                Some((outer, rel)) => Root::open_beneath(&outer, &rel, host).ok(),
+                None => Root::open(host).ok(),
+            }
+            .map(Arc::new);
+        }
+        Mounts { mounts, roots }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Mount> {
@@ -118,7 +142,17 @@ impl Mounts {
         } else {
             mount.host.join(&rel)
         };
-        Some(Mapped { mount, rel, host })
+        let root = self
+            .mounts
+            .iter()
+            .position(|m| std::ptr::eq(m, mount))
+            .and_then(|i| self.roots[i].as_ref());
+        Some(Mapped {
+            mount,
+            root,
+            rel,
+            host,
+        })
     }
 
     /// A box path for the client to show: its host path inside a mount,
@@ -150,36 +184,17 @@ impl Mounts {
     /// What is at `mapped` on the host, resolved down from the mount's root
     /// one component at a time with no symlink (`boxd_fs::beneath`).
     pub fn resolve_on_host(mapped: &Mapped<'_>) -> OnHost {
-        let Ok(root) = File::open(&mapped.mount.host) else {
+        let Some(root) = mapped.root else {
             return OnHost::Leaves;
         };
         if mapped.rel.as_os_str().is_empty() {
             // The mount's root is a directory, never a file to read or write.
             return OnHost::Leaves;
         }
-        let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
-        match boxd_fs::beneath::open(root.as_fd(), &mapped.rel, flags) {
-            Ok(fd) => match File::from(fd).metadata() {
-                Ok(m) if m.file_type().is_file() && m.nlink() >= 1 => OnHost::File,
-                _ => OnHost::Leaves,
-            },
-            Err(Errno::ENOENT) => {
-                // The part that exists must be a plain directory chain.
-                let mut parent = mapped.rel.clone();
-                while parent.pop() {
-                    if parent.as_os_str().is_empty() {
-                        return OnHost::Missing;
-                    }
-                    let dir = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-                    match boxd_fs::beneath::open(root.as_fd(), &parent, dir) {
-                        Ok(_) => return OnHost::Missing,
-                        Err(Errno::ENOENT) => continue,
-                        Err(_) => return OnHost::Leaves,
-                    }
-                }
-                OnHost::Missing
-            }
-            Err(_) => OnHost::Leaves,
+        match root.find(&mapped.rel) {
+            Found::File => OnHost::File,
+            Found::Missing => OnHost::Missing,
+            Found::Dir | Found::Leaves => OnHost::Leaves,
         }
     }
 

@@ -10,7 +10,7 @@
 //! | agent → client | what the proxy does |
 //! | --- | --- |
 //! | `terminal/*` | serves it in the box ([`Work::Terminal`]) |
-//! | `fs/read_text_file`, `fs/write_text_file` | to the editor inside a mount, else in the box ([`files::route`]) |
+//! | `fs/read_text_file`, `fs/write_text_file` | served by the proxy: on the host beneath the mount's descriptor inside a mount, else in the box ([`files::route`]); never to the editor |
 //! | `session/request_permission`, `elicitation/create` | passes (paths mapped) |
 //! | `session/update` | passes (paths mapped, terminals shown as text) |
 //! | `elicitation/complete`, `auth/status_update`, `$/cancel_request` | pass |
@@ -25,8 +25,11 @@
 //! sends that the relay does not change reaches the agent byte for byte.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use boxd_client::jsonl::lines::Line;
+use boxd_fs::roots::Root;
 use serde_json::{Value, json};
 
 use super::files;
@@ -72,6 +75,18 @@ pub enum Work {
         id: Value,
         params: Value,
     },
+    ReadOnHost {
+        id: Value,
+        root: Arc<Root>,
+        rel: PathBuf,
+        params: Value,
+    },
+    WriteOnHost {
+        id: Value,
+        root: Arc<Root>,
+        rel: PathBuf,
+        params: Value,
+    },
     WriteInBox {
         id: Value,
         params: Value,
@@ -83,7 +98,9 @@ impl Work {
         match self {
             Work::Terminal { id, .. }
             | Work::ReadInBox { id, .. }
-            | Work::WriteInBox { id, .. } => id,
+            | Work::WriteInBox { id, .. }
+            | Work::ReadOnHost { id, .. }
+            | Work::WriteOnHost { id, .. } => id,
         }
     }
 }
@@ -378,10 +395,23 @@ impl Relay {
                     );
                 }
                 match files::route(&params, &self.mounts, write) {
-                    files::Route::Editor(forwarded) => {
-                        self.to_client.insert(jsonrpc::id_key(&id));
-                        msg["params"] = forwarded;
-                        vec![Out::Client(to_line(msg))]
+                    files::Route::Host { root, rel } => {
+                        self.served.insert(jsonrpc::id_key(&id));
+                        vec![Out::Serve(if write {
+                            Work::WriteOnHost {
+                                id,
+                                root,
+                                rel,
+                                params,
+                            }
+                        } else {
+                            Work::ReadOnHost {
+                                id,
+                                root,
+                                rel,
+                                params,
+                            }
+                        })]
                     }
                     files::Route::InBox => {
                         self.served.insert(jsonrpc::id_key(&id));
@@ -615,7 +645,7 @@ mod tests {
     }
 
     #[test]
-    fn files_go_to_the_editor_only_inside_mounts_and_only_if_offered() {
+    fn files_are_served_by_the_proxy_and_only_if_offered() {
         let mut r = relay();
         init(&mut r, false);
         let out = r.from_agent(line(json!({"jsonrpc": "2.0", "id": 1, "method": "fs/read_text_file", "params": {"sessionId": "s", "path": "/workspace/a"}})));

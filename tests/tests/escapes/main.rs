@@ -5,6 +5,7 @@
 //! test at a time, as root and again as an ordinary user.
 
 mod acp_login;
+mod acp_mounts;
 mod front_door;
 mod mcp_copies;
 mod printed;
