@@ -11,11 +11,11 @@
 //! sent it.
 #![no_main]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use boxd_client::jsonl::lines::Line;
-use harness_box_exec::acp::mounts::{Mount, Mounts, OnHost};
+use harness_box_exec::acp::mounts::{Mount, Mounts};
 use harness_box_exec::acp::relay::{Out, Relay};
 use harness_box_exec::acp::rewrite::Relaunch;
 use harness_box_exec::acp::terminals;
@@ -120,7 +120,11 @@ fn message(bytes: &[u8]) -> Vec<u8> {
     let msg = match kind % 3 {
         0 => json!({"jsonrpc": "2.0", "id": id(&mut b), "method": method, "params": params}),
         1 => json!({"jsonrpc": "2.0", "method": method, "params": params}),
-        _ => json!({"jsonrpc": "2.0", "id": id(&mut b), "result": {"sessionId": "s", "authMethods": [{"id": "a", "name": "a", "_meta": {"terminal-auth": {"command": "sh"}}}]}}),
+        _ => json!({"jsonrpc": "2.0", "id": id(&mut b), "result": {"sessionId": "s", "authMethods": [
+            {"id": "a", "name": "a", "_meta": {"terminal-auth": {"command": "sh", "env": {"LD_PRELOAD": "/x"}}}},
+            {"id": "t", "name": "t", "type": "terminal", "args": ["--login"], "env": {"LD_PRELOAD": "/x"}},
+            {"id": "e", "name": "e", "type": "env_var", "varName": "LD_PRELOAD"},
+            {"id": "u", "name": "u", "type": "shell", "command": "sh"}]}}),
     };
     serde_json::to_vec(&msg).unwrap()
 }
@@ -139,18 +143,38 @@ fn relay() -> Relay {
     )
 }
 
-/// What may reach the client: never a terminal, never a file request
-/// outside the mount or through a symlink, never a method outside ACP's own.
-fn check_for_client(line: &[u8], mounts: &Mounts) {
+/// What may reach the client: never a terminal, never a file request,
+/// never a method outside ACP's own, never an auth method that would have
+/// the client run something of the agent's choosing on the host.
+fn check_for_client(line: &[u8], _mounts: &Mounts) {
     let v: Value = serde_json::from_slice(line).expect("the relay sends the client JSON only");
+    if let Some(methods) = v.get("result").and_then(|r| r.get("authMethods")).and_then(Value::as_array) {
+        for m in methods {
+            for (k, _) in m.get("env").and_then(Value::as_object).into_iter().flatten() {
+                assert!(k.starts_with("BOXD_ACP_"), "the agent's {k} reaches the host: {m}");
+            }
+            if m.get("type").and_then(Value::as_str) == Some("terminal") {
+                assert_eq!(m.get("args"), Some(&json!([])), "host args: {m}");
+            }
+            if let Some(auth) = m.get("_meta").and_then(|x| x.get("terminal-auth")) {
+                assert_eq!(auth["command"], "/bin/harness-box-exec", "{m}");
+                assert!(auth.get("env").is_none(), "{m}");
+            }
+            assert!(
+                matches!(m.get("type").and_then(Value::as_str), None | Some("agent" | "terminal" | "env_var")),
+                "an unknown auth shape passed: {m}"
+            );
+        }
+    }
     let Some(method) = v.get("method").and_then(Value::as_str) else {
         return;
     };
     assert!(!method.starts_with("terminal/"), "a terminal reached the client: {v}");
+    assert!(!method.starts_with("fs/"), "a file request reached the client: {v}");
     let is_request = v.get("id").is_some();
     if is_request {
         assert!(
-            matches!(method, "fs/read_text_file" | "fs/write_text_file" | "session/request_permission" | "elicitation/create"),
+            matches!(method, "session/request_permission" | "elicitation/create"),
             "{method} reached the client as a request"
         );
     } else {
@@ -158,17 +182,6 @@ fn check_for_client(line: &[u8], mounts: &Mounts) {
             matches!(method, "session/update" | "$/cancel_request" | "elicitation/complete" | "auth/status_update"),
             "{method} reached the client as a notification"
         );
-    }
-    if method.starts_with("fs/") {
-        let path = v["params"]["path"].as_str().expect("a path");
-        let p = Path::new(path);
-        assert!(p.starts_with(project()), "{path} reached the client");
-        // The same path, seen from the box, resolves on the host with no
-        // symlink and ends at a file or at nothing.
-        let rel = p.strip_prefix(project()).unwrap();
-        let boxed = Path::new("/workspace").join(rel);
-        let mapped = mounts.box_to_host(boxed.to_str().unwrap()).expect("inside");
-        assert_ne!(Mounts::resolve_on_host(&mapped), OnHost::Leaves, "{path}");
     }
 }
 

@@ -8,6 +8,7 @@
 //! `--any-box` the agent may use only those.
 
 mod boxes;
+mod bounded;
 pub mod config;
 mod exec;
 mod files;
@@ -68,7 +69,10 @@ pub async fn serve(ctx: &Ctx, policy: Policy) -> Result<u8, Failure> {
         tools: Boxes::box_tools() + Boxes::exec_tools() + Boxes::file_tools(),
     };
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve((
+            bounded::Lines::new(tokio::io::stdin(), bounded::MAX_LINE),
+            tokio::io::stdout(),
+        ))
         .await
         .map_err(|e| Failure {
             code: 1,

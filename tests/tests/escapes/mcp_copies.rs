@@ -160,3 +160,36 @@ fn an_mcp_ceiling_bounds_a_box_that_asks_for_nothing() {
     );
     ok(d.boxctl().args(["rm", "-f", "ceil"]));
 }
+
+/// A decoder's bound: an MCP client that sends an endless line ends its own
+/// session with an error naming the bound, and `boxctl mcp` does not grow
+/// with it (before, `rmcp`'s line reader took any length).
+#[test]
+fn an_endless_mcp_line_ends_the_session_naming_the_bound() {
+    use std::io::Write;
+    let d = Daemon::start();
+    let mut child = d
+        .boxctl()
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let chunk = vec![b'x'; 1 << 20];
+    let mut sent = 0usize;
+    // 65 MiB without a newline, then more until the server stops reading.
+    while sent < 80 << 20 {
+        if stdin.write_all(&chunk).is_err() {
+            break;
+        }
+        sent += chunk.len();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("after {} MiB: {stderr}", sent >> 20);
+    assert!(!out.status.success());
+    assert!(stderr.contains("longer than 64 MiB"), "{stderr}");
+}
