@@ -193,11 +193,8 @@ fn lines(text: &str, params: &Value) -> String {
     }
     let skip = line.unwrap_or(1).saturating_sub(1) as usize;
     let take = limit.map_or(usize::MAX, |l| l as usize);
-    text.split('\n')
-        .skip(skip)
-        .take(take)
-        .collect::<Vec<_>>()
-        .join("\n")
+    // Each line keeps its newline, as the file has it.
+    text.split_inclusive('\n').skip(skip).take(take).collect()
 }
 
 /// `fs/write_text_file` in the box: `cat` into the path as the box
@@ -408,9 +405,9 @@ mod tests {
     fn line_and_limit_pick_lines() {
         let t = "1\n2\n3\n4";
         assert_eq!(lines(t, &json!({})), t);
-        assert_eq!(lines(t, &json!({"line": 2, "limit": 2})), "2\n3");
+        assert_eq!(lines(t, &json!({"line": 2, "limit": 2})), "2\n3\n");
         assert_eq!(lines(t, &json!({"line": 3})), "3\n4");
-        assert_eq!(lines(t, &json!({"limit": 1})), "1");
+        assert_eq!(lines(t, &json!({"limit": 1})), "1\n");
         assert_eq!(lines(t, &json!({"line": 9})), "");
     }
 
