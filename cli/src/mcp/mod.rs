@@ -7,8 +7,8 @@
 //! later server (each MCP session starts its own) knows them; without
 //! `--any-box` the agent may use only those.
 
-mod boxes;
 mod bounded;
+mod boxes;
 pub mod config;
 mod exec;
 mod files;
