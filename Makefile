@@ -84,6 +84,7 @@ bench: deps
 	$(CARGO) bench --workspace --bench sdk
 	$(CARGO) bench --workspace --bench remote
 	$(CARGO) bench --workspace --bench acp
+	$(CARGO) bench --workspace --bench acp_fs
 	$(CARGO) bench --workspace --bench footprint
 
 # Fuzz the JSONL line reader/request parser, the output encoder, request

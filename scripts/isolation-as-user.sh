@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the isolation suite (tests/tests/isolation.rs) and the host-side
-# tools suite (tests/tests/host_tools.rs) as an ordinary user, against a
+# Runs the isolation suite (tests/tests/isolation.rs), the host-side
+# tools suite (tests/tests/host_tools.rs) and the escapes suite
+# (tests/tests/escapes/) as an ordinary user, against a
 # boxd of that user: what a person who installs boxd for themselves gets. Run as root (`make faults` does, when it runs as root);
 # it makes the user `boxd-ci` (with a subordinate id range, as useradd
 # gives one) if missing, and copies what the suite needs where that user
@@ -41,16 +42,24 @@ for suite in $suites; do
   cp "$(exe "$suite")" "$stage/target/debug/deps/$suite"
 done
 cp "$profile/boxd" "$profile/boxd-box" "$profile/boxctl" "$profile/harness-box-exec" "$stage/target/debug/"
-# The busybox layout and the probes exist once the suite ran as root.
-cp -a "$target/test-images/busybox" "$target/test-images/probes" "$stage/target/test-images/"
+# The busybox layouts and the probes exist once the suites ran as root.
+cp -a "$target/test-images/." "$stage/target/test-images/"
 cp -a "$node" "$stage/node"
+# What the escapes suite's MCP client needs: its script and the venv of
+# the official SDK that the run as root made (found through
+# BOXD_TEST_WORKSPACE, since the checkout may be private).
+mkdir -p "$stage/workspace/tests" "$stage/target/test-venvs"
+cp -a tests/mcp "$stage/workspace/tests/"
+[ -d "$target/test-venvs/mcp" ] && cp -a "$target/test-venvs/mcp" "$stage/target/test-venvs/"
 chmod -R a+rX "$stage"
 chmod 755 "$stage"
+# The suites write next to themselves (hostile image variants, venv locks).
+chown -R "$user" "$stage/target/test-images" "$stage/target/test-venvs"
 
 cd /tmp
 for suite in $suites; do
   echo "$suite suite as $user (uid $(id -u "$user")):"
   runuser -u "$user" -- env -i PATH="$PATH" HOME="$(getent passwd "$user" | cut -d: -f6)" \
-    RUST_LOG="${RUST_LOG:-warn}" BOXD_NODE_IMAGE="$stage/node" \
+    RUST_LOG="${RUST_LOG:-warn}" BOXD_NODE_IMAGE="$stage/node" BOXD_TEST_WORKSPACE="$stage/workspace" \
     "$stage/target/debug/deps/$suite" --test-threads 1 --nocapture
 done

@@ -68,6 +68,28 @@ async def main():
                 print(json.dumps({"ms": times}))
                 return
 
+            if mode.startswith("copybench:"):
+                # copy_to_box and copy_from_box of a small file, N each.
+                mount = [{"host_path": project, "box_path": "/proj"}]
+                await call("create", "create_box", name="copybench", image=image, mounts=mount)
+                with open(project + "/small", "w") as f:
+                    f.write("x" * 4096)
+                times = {"copy_to_box": [], "copy_from_box": []}
+                for i in range(int(mode.split(":")[1])):
+                    t = time.perf_counter()
+                    r = await session.call_tool("copy_to_box", {
+                        "box": "copybench", "host_path": project + "/small", "box_path": "/tmp/small"})
+                    times["copy_to_box"].append((time.perf_counter() - t) * 1000)
+                    assert not r.is_error, r.content
+                    t = time.perf_counter()
+                    r = await session.call_tool("copy_from_box", {
+                        "box": "copybench", "box_path": "/tmp/small", "host_path": project + "/back"})
+                    times["copy_from_box"].append((time.perf_counter() - t) * 1000)
+                    assert not r.is_error, r.content
+                await call("remove", "remove_box", name="copybench")
+                print(json.dumps(times))
+                return
+
             if mode.startswith("race:"):
                 # Something that writes the project (the box, or here the
                 # test standing in for it) flips PROJECT/d between a
