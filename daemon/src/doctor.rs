@@ -5,6 +5,7 @@
 //! preflight and runtime directory, the namespace engine's id map, overlay
 //! probe and cgroups): doctor depends on the engines, never the reverse.
 
+use crate::error::escaped as shown;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -78,21 +79,6 @@ pub fn report(checks: &[Check], json: bool) -> u8 {
         }
     }
     u8::from(checks.iter().any(|c| c.status == "fail"))
-}
-
-/// `text` with its control characters escaped as `{:?}` escapes them
-/// (`\u{1b}`), for a terminal (the daemon depends on no client crate, so
-/// not `boxd_client::untrusted`, whose rule this is).
-fn shown(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 fn first_line(out: &std::process::Output) -> String {

@@ -57,16 +57,14 @@ fn main() {
         }
         lib.push(t.elapsed().as_secs_f64() * 1000.0);
     }
-    let out = std::process::Command::new(sdk_python("mcp"))
-        .arg(agent::workspace().join("tests/mcp/agent.py"))
-        .arg(format!("bench:{iters}"))
-        .arg(bin("boxctl"))
-        .arg(busybox())
-        .args(["/nonexistent", "/nonexistent"])
-        .env("BOXD_SOCKET", &d.socket)
-        .env("BOXD_HOME", &d.home)
-        .output()
-        .expect("run the MCP SDK client");
+    let out = agent::mcp_client(
+        &format!("bench:{iters}"),
+        &d,
+        std::path::Path::new("/nonexistent"),
+        std::path::Path::new("/nonexistent"),
+    )
+    .output()
+    .expect("run the MCP SDK client");
     assert!(
         out.status.success(),
         "{}",

@@ -160,3 +160,19 @@ pub fn host_ca_flags() -> Vec<String> {
         _ => Vec::new(),
     }
 }
+
+/// The official MCP Python SDK's client (`tests/mcp/agent.py`) in `mode`,
+/// driving `boxctl mcp` (flags to be added) against `d`'s daemon, with
+/// `project` and `outside` as the host directories it names.
+pub fn mcp_client(mode: &str, d: &crate::Daemon, project: &Path, outside: &Path) -> Command {
+    let mut cmd = Command::new(crate::sdk_python("mcp"));
+    cmd.arg(workspace().join("tests/mcp/agent.py"))
+        .arg(mode)
+        .arg(crate::bin("boxctl"))
+        .arg(crate::busybox())
+        .arg(project)
+        .arg(outside)
+        .env("BOXD_SOCKET", &d.socket)
+        .env("BOXD_HOME", &d.home);
+    cmd
+}

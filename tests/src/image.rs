@@ -139,21 +139,28 @@ fn applets(busybox: &Path) -> Vec<String> {
 
 /// Writes oci-layout, the blobs and index.json into `dir` (index.json last).
 fn write_layout(dir: &Path, busybox: &Path) {
+    let config = serde_json::json!({
+        "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"],
+        "WorkingDir": "/",
+        "Cmd": ["sh"],
+    });
+    write_layout_with(dir, busybox, config);
+}
+
+/// [`write_layout`] with `config` as the image config's `config` section,
+/// under the ref name `busybox`.
+fn write_layout_with(dir: &Path, busybox: &Path, config: serde_json::Value) {
     let layer = layer_tar(busybox);
     let layer_digest = sha256(&layer);
     let layer_desc = write_blob(dir, MEDIA_LAYER, &layer);
-    let config = serde_json::json!({
+    let image_config = serde_json::json!({
         "architecture": oci_arch(),
         "os": "linux",
-        "config": {
-            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"],
-            "WorkingDir": "/",
-            "Cmd": ["sh"],
-        },
+        "config": config,
         // The layer is uncompressed, so its diff ID is its digest.
         "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
     });
-    let config_desc = write_blob(dir, MEDIA_CONFIG, &to_json(&config));
+    let config_desc = write_blob(dir, MEDIA_CONFIG, &to_json(&image_config));
     let manifest = serde_json::json!({
         "schemaVersion": 2,
         "mediaType": MEDIA_MANIFEST,
@@ -371,32 +378,7 @@ pub fn docker_save_tarball(out: &Path, tag: &str) {
 pub fn busybox_layout_with_config(dir: &Path, config: serde_json::Value) -> PathBuf {
     let _ = fs::remove_dir_all(dir);
     fs::create_dir_all(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    let layer = layer_tar(&find_busybox());
-    let layer_digest = sha256(&layer);
-    let layer_desc = write_blob(dir, MEDIA_LAYER, &layer);
-    let image_config = serde_json::json!({
-        "architecture": oci_arch(),
-        "os": "linux",
-        "config": config,
-        "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
-    });
-    let config_desc = write_blob(dir, MEDIA_CONFIG, &to_json(&image_config));
-    let manifest = serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": MEDIA_MANIFEST,
-        "config": config_desc,
-        "layers": [layer_desc],
-    });
-    let mut manifest_desc = write_blob(dir, MEDIA_MANIFEST, &to_json(&manifest));
-    manifest_desc["platform"] = serde_json::json!({"architecture": oci_arch(), "os": "linux"});
-    manifest_desc["annotations"] =
-        serde_json::json!({"org.opencontainers.image.ref.name": "busybox"});
-    let index = serde_json::json!({"schemaVersion": 2, "mediaType": MEDIA_INDEX, "manifests": [manifest_desc]});
-    write(
-        &dir.join("oci-layout"),
-        br#"{"imageLayoutVersion":"1.0.0"}"#,
-    );
-    write(&dir.join("index.json"), &to_json(&index));
+    write_layout_with(dir, &find_busybox(), config);
     set_mode(dir, 0o755);
     dir.to_path_buf()
 }

@@ -12,16 +12,8 @@ fn agent_command(
     project: &std::path::Path,
     outside: &std::path::Path,
 ) -> std::process::Command {
-    let mut cmd = std::process::Command::new(sdk_python("mcp"));
-    cmd.arg(agent::workspace().join("tests/mcp/agent.py"))
-        .arg(mode)
-        .arg(bin("boxctl"))
-        .arg(busybox())
-        .arg(project)
-        .arg(outside)
-        .args(["--allow-mount".as_ref(), project.as_os_str()])
-        .env("BOXD_SOCKET", &d.socket)
-        .env("BOXD_HOME", &d.home);
+    let mut cmd = agent::mcp_client(mode, d, project, outside);
+    cmd.args(["--allow-mount".as_ref(), project.as_os_str()]);
     cmd
 }
 

@@ -12,16 +12,8 @@ fn agent(
     outside: &std::path::Path,
     flags: &[&str],
 ) -> Value {
-    let out = std::process::Command::new(sdk_python("mcp"))
-        .arg(agent::workspace().join("tests/mcp/agent.py"))
-        .arg(mode)
-        .arg(bin("boxctl"))
-        .arg(busybox())
-        .arg(project)
-        .arg(outside)
+    let out = agent::mcp_client(mode, d, project, outside)
         .args(flags)
-        .env("BOXD_SOCKET", &d.socket)
-        .env("BOXD_HOME", &d.home)
         .output()
         .expect("run the MCP SDK client");
     assert!(

@@ -12,6 +12,9 @@
 //!   ([`plain`]): on a remote runtime it is the server's error body, which
 //!   reaches clients' terminals and boxd's log.
 
+/// What BoxLite (or a BoxLite server) said, its control characters
+/// escaped.
+pub(super) use crate::error::escaped as plain;
 use std::path::Path;
 
 use ::boxlite::BoxliteError;
@@ -45,20 +48,6 @@ pub(super) fn pull_error(reference: &str, e: BoxliteError) -> Error {
         Error::Internal(m) => Error::Engine(m),
         other => other,
     }
-}
-
-/// What BoxLite (or a BoxLite server) said, its control characters
-/// escaped as `{:?}` escapes them (`\u{1b}`), the rest as it is.
-pub(super) fn plain(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// A BoxLite error as a boxd error, with what was being done.
