@@ -92,14 +92,16 @@ bench: deps
 # import, layer unpacking, box archive import and the egress proxy's
 # request handling, the ACP proxy's relay, the unpacker of `boxctl cp`, the
 # HTTP/2 :authority rewriter (cargo-fuzz on the stable toolchain; FUZZ_SECONDS per
-# target, FUZZ_TARGETS to pick).
+# target, FUZZ_TARGETS to pick; FUZZ_MEMORY_MB caps each run's resident memory
+# and any one allocation, and going over is a crash).
 FUZZ_SECONDS ?= 300
+FUZZ_MEMORY_MB ?= 2048
 FUZZ_TARGETS ?= jsonl_request jsonl_output box_request bwrap_args image_import layer_unpack box_archive_import egress_request acp_relay cp_unpack authority_rewrite
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && for t in $(FUZZ_TARGETS); do \
 	  mkdir -p corpus/$$t && \
-	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run -O $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \
+	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run -O $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=$(FUZZ_MEMORY_MB) -malloc_limit_mb=$(FUZZ_MEMORY_MB) -print_final_stats=1 || exit 1; \
 	done
 
 lint:

@@ -12,9 +12,18 @@
 //! `:authority` that h2 would refuse becomes `localhost`, and everything
 //! else (the preface, every other frame, DATA above all) passes untouched.
 //!
+//! A block is decoded one field at a time, and the header list it makes
+//! (what h2 is then given) is counted as HTTP/2 counts it, each field's
+//! name and value and 32 bytes: past [`MAX_HEADER_LIST`] the rewriter stops
+//! and ends the connection. HPACK lets one byte name a whole entry of the
+//! dynamic table, so a 1 MiB block could otherwise decode to 4 GB.
+//!
 //! A malformed stream (a header block that does not decode, CONTINUATION
-//! out of place, a block over [`MAX_BLOCK`]) ends the connection, where h2
+//! out of place, a block over [`MAX_BLOCK`], a frame over
+//! [`boxd_proto::wire::MAX_FRAME`]) ends the connection too, where h2
 //! would have ended it with a `COMPRESSION_ERROR` or `PROTOCOL_ERROR`.
+
+use std::borrow::Cow;
 
 use loona_hpack::{Decoder, Encoder};
 
@@ -22,6 +31,13 @@ use loona_hpack::{Decoder, Encoder};
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// The largest header block (all its frames) taken from a client.
 pub const MAX_BLOCK: usize = 1 << 20;
+/// The largest header list taken from a client, counted as HTTP/2 counts
+/// it (RFC 9113 §6.5.2, h2's `max_header_list_size`): each field's name
+/// and value and 32 bytes. A gRPC request carries a few hundred. The
+/// server's h2 is given the same bound (`main.rs`), so the two agree.
+pub const MAX_HEADER_LIST: usize = 16 << 10;
+/// The largest frame payload taken: what boxd advertises.
+const MAX_FRAME: usize = boxd_proto::wire::MAX_FRAME as usize;
 /// The header table size both HPACK contexts keep: HTTP/2's default, which
 /// h2 advertises and the client's encoder must stay within.
 const TABLE_SIZE: usize = 4096;
@@ -66,15 +82,26 @@ impl Default for Rewriter {
     }
 }
 
-/// Why a connection's stream cannot be rewritten.
+/// Decoded header fields: names and values.
+type HeaderList = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Why a connection's stream cannot be rewritten: the connection ends.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("malformed HTTP/2 from the client: {0}")]
-pub struct Malformed(&'static str);
+pub enum Refused {
+    #[error("malformed HTTP/2 from the client: {0}")]
+    Malformed(&'static str),
+    #[error(
+        "a header block from the client (stream {stream}) decodes to more than {MAX_HEADER_LIST} bytes of header list (each field's name and value and 32, as HTTP/2 counts them), more than boxd takes"
+    )]
+    HeaderListTooLarge { stream: u32 },
+}
+
+use Refused::Malformed;
 
 impl Rewriter {
     /// Takes bytes read from the client; appends what h2 should read to
     /// `out` (whole frames only; the rest waits for more input).
-    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), Malformed> {
+    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), Refused> {
         let mut input = input;
         if self.preface < PREFACE.len() {
             let n = (PREFACE.len() - self.preface).min(input.len());
@@ -87,10 +114,10 @@ impl Rewriter {
         while self.pending.len() - at >= 9 {
             let head = &self.pending[at..at + 9];
             let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+            if len > MAX_FRAME {
+                return Err(Malformed("a frame larger than boxd takes"));
+            }
             if self.pending.len() - at < 9 + len {
-                if len > MAX_BLOCK + 9 + 256 {
-                    return Err(Malformed("a frame larger than boxd takes"));
-                }
                 break;
             }
             let (kind, flags) = (head[3], head[4]);
@@ -115,6 +142,9 @@ impl Rewriter {
                         priority = Some(payload[..5].try_into().expect("five bytes"));
                         payload = &payload[5..];
                     }
+                    if payload.len() > MAX_BLOCK {
+                        return Err(Malformed("a header block larger than boxd takes"));
+                    }
                     let block = Block {
                         stream,
                         flags,
@@ -128,12 +158,12 @@ impl Rewriter {
                     }
                 }
                 (CONTINUATION, Some(block)) if block.stream == stream => {
+                    if block.fragment.len() + len > MAX_BLOCK {
+                        return Err(Malformed("a header block larger than boxd takes"));
+                    }
                     block
                         .fragment
                         .extend_from_slice(&self.pending[frame.start + 9..frame.end]);
-                    if block.fragment.len() > MAX_BLOCK {
-                        return Err(Malformed("a header block larger than boxd takes"));
-                    }
                     if flags & END_HEADERS != 0 {
                         let block = self.block.take().expect("a block");
                         self.emit(block, out)?;
@@ -151,18 +181,8 @@ impl Rewriter {
 
     /// Decodes `block`, fixes its `:authority`, and writes it out again as
     /// HEADERS (and CONTINUATION) frames of the rewriter's own encoding.
-    fn emit(&mut self, block: Block, out: &mut Vec<u8>) -> Result<(), Malformed> {
-        let mut headers = self
-            .decoder
-            .decode(&block.fragment)
-            .map_err(|_| Malformed("a header block that does not decode"))?;
-        for (name, value) in headers.iter_mut() {
-            if name.as_slice() == b":authority"
-                && hyper::http::uri::Authority::try_from(value.as_slice()).is_err()
-            {
-                *value = b"localhost".to_vec();
-            }
-        }
+    fn emit(&mut self, block: Block, out: &mut Vec<u8>) -> Result<(), Refused> {
+        let headers = self.decode(&block.fragment, block.stream)?;
         let encoded = self
             .encoder
             .encode(headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice())));
@@ -186,6 +206,105 @@ impl Rewriter {
         }
         Ok(())
     }
+
+    /// Decodes a header block with the client's HPACK state one field at
+    /// a time, each `:authority` h2 would refuse made `localhost`, counting
+    /// the list as it grows: the first field past [`MAX_HEADER_LIST`] ends
+    /// the decoding (the rest of the block is never looked at).
+    fn decode(&mut self, fragment: &[u8], stream: u32) -> Result<HeaderList, Refused> {
+        const BAD: Refused = Malformed("a header block that does not decode");
+        let mut headers = Vec::new();
+        let mut size = 0usize;
+        let (mut start, mut at) = (0, 0);
+        while at < fragment.len() {
+            let (len, size_update) = representation(&fragment[at..]).ok_or(BAD)?;
+            at += len;
+            if size_update {
+                // Decoded with the field that follows it.
+                continue;
+            }
+            let (mut fields, mut over) = (0, false);
+            self.decoder
+                .decode_with_cb(&fragment[start..at], |name, value| {
+                    fields += 1;
+                    let value = if name.as_ref() == b":authority"
+                        && hyper::http::uri::Authority::try_from(value.as_ref()).is_err()
+                    {
+                        Cow::Borrowed(&b"localhost"[..])
+                    } else {
+                        value
+                    };
+                    size += name.len() + value.len() + 32;
+                    if size > MAX_HEADER_LIST {
+                        over = true;
+                    } else {
+                        headers.push((name.into_owned(), value.into_owned()));
+                    }
+                })
+                .map_err(|_| BAD)?;
+            if over {
+                return Err(Refused::HeaderListTooLarge { stream });
+            }
+            if fields != 1 {
+                return Err(BAD);
+            }
+            start = at;
+        }
+        if start < fragment.len() {
+            // A table size update with no field after it.
+            return Err(BAD);
+        }
+        Ok(headers)
+    }
+}
+
+/// The length of the HPACK representation at the start of `b` (RFC 7541
+/// §6), and whether it is a dynamic table size update (which makes no
+/// field). `None` where the decoder fails too: a representation cut short,
+/// an integer of more than five octets.
+fn representation(b: &[u8]) -> Option<(usize, bool)> {
+    let first = *b.first()?;
+    let (prefix, literal, size_update) = if first & 0x80 != 0 {
+        (7, false, false) // indexed field
+    } else if first & 0xc0 == 0x40 {
+        (6, true, false) // literal with incremental indexing
+    } else if first & 0xe0 == 0x20 {
+        (5, false, true) // dynamic table size update
+    } else {
+        (4, true, false) // literal without indexing, or never indexed
+    };
+    let (index, mut len) = integer(b, prefix)?;
+    if literal {
+        if index == 0 {
+            len += string(&b[len..])?; // the name
+        }
+        len += string(&b[len..])?; // the value
+    }
+    Some((len, size_update))
+}
+
+/// An HPACK integer with a `prefix`-bit prefix (RFC 7541 §5.1), as the
+/// decoder reads it (at most five octets): its value and length.
+fn integer(b: &[u8], prefix: u8) -> Option<(usize, usize)> {
+    let mask = ((1u16 << prefix) - 1) as u8;
+    let mut value = (b.first()? & mask) as usize;
+    if value < mask as usize {
+        return Some((value, 1));
+    }
+    for (i, &octet) in b.iter().enumerate().skip(1).take(4) {
+        value += ((octet & 0x7f) as usize) << (7 * (i - 1));
+        if octet & 0x80 == 0 {
+            return Some((value, i + 1));
+        }
+    }
+    None
+}
+
+/// The length of the HPACK string literal at the start of `b`.
+fn string(b: &[u8]) -> Option<usize> {
+    let (len, head) = integer(b, 7)?;
+    let end = head.checked_add(len)?;
+    (end <= b.len()).then_some(end)
 }
 
 fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
@@ -335,6 +454,151 @@ mod tests {
         let headers = Decoder::new().decode(&out[at + 14..at + 9 + len]).unwrap();
         assert_eq!(authority_of(&headers), b"localhost");
         assert_eq!(at + 9 + len, out.len(), "one frame");
+    }
+
+    /// A request whose header list is `size` bytes as HTTP/2 counts it
+    /// (with `authority` as it is sent), a field padded to make it so.
+    fn sized_request(authority: &[u8], size: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut h: Vec<(Vec<u8>, Vec<u8>)> = request(authority)
+            .into_iter()
+            .map(|(n, v)| (n.to_vec(), v))
+            .collect();
+        let counted: usize = h.iter().map(|(n, v)| n.len() + v.len() + 32).sum();
+        h.push((b"x-pad".to_vec(), vec![b'p'; size - counted - 5 - 32]));
+        h
+    }
+
+    fn feed_request(h: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<u8>, Refused> {
+        let h: Vec<(&[u8], &[u8])> = h.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        let mut input = PREFACE.to_vec();
+        input.extend(headers_frame(&mut Encoder::new(), END_STREAM, 1, &h));
+        let mut out = Vec::new();
+        Rewriter::default().feed(&input, &mut out)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn a_header_list_at_the_bound_passes_and_one_byte_more_ends_the_connection() {
+        let at = sized_request(b"localhost", MAX_HEADER_LIST);
+        let out = feed_request(&at).unwrap();
+        assert_eq!(read(&out)[0].1, at);
+        let over = sized_request(b"localhost", MAX_HEADER_LIST + 1);
+        let e = feed_request(&over).unwrap_err();
+        assert_eq!(e, Refused::HeaderListTooLarge { stream: 1 });
+        assert!(e.to_string().contains("16384"), "{e}");
+        // Counted as h2 is given it: a socket path's `:authority` as
+        // `localhost`, 20 bytes shorter.
+        let path = b"/run/user/1000/boxd/boxd.sock";
+        assert_eq!(path.len(), b"localhost".len() + 20);
+        let long = sized_request(path, MAX_HEADER_LIST + 20);
+        let out = feed_request(&long).unwrap();
+        assert_eq!(authority_of(&read(&out)[0].1), b"localhost");
+        let long = sized_request(path, MAX_HEADER_LIST + 21);
+        assert_eq!(
+            feed_request(&long).unwrap_err(),
+            Refused::HeaderListTooLarge { stream: 1 }
+        );
+    }
+
+    /// A block that adds a 4037-byte entry to the dynamic table (a literal
+    /// with incremental indexing of a 4000-byte value) and then refers to
+    /// it `refs` times, one byte (0xBE, index 62) each, as HEADERS and
+    /// CONTINUATION frames of 16 KiB.
+    fn references(refs: usize) -> Vec<u8> {
+        let mut block = vec![0x40, 5];
+        block.extend_from_slice(b"x-big");
+        block.extend_from_slice(&[
+            0x7f,
+            ((4000 - 127) % 128) as u8 | 0x80,
+            ((4000 - 127) / 128) as u8,
+        ]);
+        block.extend(std::iter::repeat_n(b'a', 4000));
+        block.extend(std::iter::repeat_n(0xbe, refs));
+        let mut input = PREFACE.to_vec();
+        let mut kind = HEADERS;
+        let mut pieces = block.chunks(FRAME).peekable();
+        while let Some(piece) = pieces.next() {
+            let flags = if pieces.peek().is_none() {
+                END_HEADERS
+            } else {
+                0
+            };
+            frame(&mut input, kind, flags, 3, piece);
+            kind = CONTINUATION;
+        }
+        input
+    }
+
+    #[test]
+    fn references_to_a_big_table_entry_are_counted_as_they_are_decoded() {
+        // Four fields of 4037 bytes fit in the bound, five do not.
+        let mut out = Vec::new();
+        Rewriter::default().feed(&references(3), &mut out).unwrap();
+        let headers = &read(&out)[0].1;
+        assert_eq!(headers.len(), 4);
+        assert!(
+            headers
+                .iter()
+                .all(|(n, v)| n == b"x-big" && v.len() == 4000)
+        );
+        let e = Rewriter::default()
+            .feed(&references(4), &mut Vec::new())
+            .unwrap_err();
+        assert_eq!(e, Refused::HeaderListTooLarge { stream: 3 });
+        // A block as large as taken, a million references (4 GB of header
+        // list): refused as fast, having decoded five fields.
+        let input = references(MAX_BLOCK - 4010);
+        let mut r = Rewriter::default();
+        let e = r.feed(&input, &mut Vec::new()).unwrap_err();
+        assert_eq!(e, Refused::HeaderListTooLarge { stream: 3 });
+        // One byte more than a block may be is refused before decoding.
+        let input = references(MAX_BLOCK - 4010 + 1);
+        assert_eq!(
+            Rewriter::default()
+                .feed(&input, &mut Vec::new())
+                .unwrap_err(),
+            Malformed("a header block larger than boxd takes")
+        );
+    }
+
+    #[test]
+    fn the_representation_scanner_agrees_with_the_decoder() {
+        // Field by field, what the scanner cuts decodes to what the whole
+        // block does, for blocks of every kind of representation.
+        let mut enc = Encoder::new();
+        let h = request(b"a%2Fb");
+        let h: Vec<(&[u8], &[u8])> = h.iter().map(|(n, v)| (*n, v.as_slice())).collect();
+        let mut block = vec![0x3f, 0xe1, 0x1f]; // a size update to 4096
+        block.extend(enc.encode(h.iter().copied()));
+        block.extend(enc.encode(h.iter().copied())); // now indexed
+        block.extend([0x0f, 0x2b, 0x03]); // never indexed, name 58 (user-agent)
+        block.extend(b"abc");
+        block.extend([0x10, 0x01, b'x', 0x81, 0x1f]); // a Huffman-coded "a"
+        let mut whole = Decoder::new().decode(&block).unwrap();
+        assert_eq!(whole.len(), 12);
+        assert_eq!(whole[11], (b"x".to_vec(), b"a".to_vec()));
+        for (n, v) in whole.iter_mut() {
+            if n == b":authority" {
+                *v = b"localhost".to_vec();
+            }
+        }
+        let mut input = PREFACE.to_vec();
+        frame(&mut input, HEADERS, END_HEADERS, 1, &block);
+        let mut out = Vec::new();
+        Rewriter::default().feed(&input, &mut out).unwrap();
+        assert_eq!(read(&out)[0].1, whole);
+        // A size update with nothing after it, an integer of six octets,
+        // a string cut short: refused, as the decoder refuses them.
+        for bad in [
+            &[0x20][..],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+            &[0x00, 0x05, b'a'],
+        ] {
+            let mut input = PREFACE.to_vec();
+            frame(&mut input, HEADERS, END_HEADERS, 1, bad);
+            assert!(Decoder::new().decode(bad).is_err());
+            assert!(Rewriter::default().feed(&input, &mut Vec::new()).is_err());
+        }
     }
 
     #[test]

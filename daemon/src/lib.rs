@@ -15,6 +15,7 @@ pub mod exec_log;
 pub mod execs;
 pub mod host_programs;
 pub mod image;
+pub mod intake;
 pub mod limits;
 pub mod listener;
 pub mod lock;

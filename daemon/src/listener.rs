@@ -164,6 +164,15 @@ pub struct Peer {
     over_cap: Option<usize>,
     /// Set by the first call.
     asked: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// What this connection's calls hold ([`crate::intake`]).
+    intake: std::sync::Arc<crate::intake::Connection>,
+}
+
+impl Peer {
+    /// What this connection's calls hold, for [`crate::intake::Bounded`].
+    pub fn intake(&self) -> std::sync::Arc<crate::intake::Connection> {
+        self.intake.clone()
+    }
 }
 
 /// A client connection, counted in [`Connections`] while it is open; it
@@ -215,6 +224,7 @@ pub fn tracked(
                         uds: boxd_proto::tonic::transport::server::Connected::connect_info(&inner),
                         over_cap: (open >= max).then_some(max),
                         asked: Default::default(),
+                        intake: Default::default(),
                     };
                     Some(Ok(Tracked {
                         inner,
@@ -269,9 +279,10 @@ impl tokio::io::AsyncRead for Tracked {
             if raw.filled().is_empty() {
                 return std::task::Poll::Ready(Ok(())); // the client closed
             }
-            this.rewriter
-                .feed(raw.filled(), &mut this.ready)
-                .map_err(std::io::Error::other)?;
+            if let Err(e) = this.rewriter.feed(raw.filled(), &mut this.ready) {
+                tracing::warn!(error = %e, "closed a client connection");
+                return std::task::Poll::Ready(Err(std::io::Error::other(e)));
+            }
         }
     }
 }

@@ -1,8 +1,8 @@
 //! `boxd`: the per-user box daemon. See docs/ARCHITECTURE.md for the map.
 
 use boxd::{
-    activation, config, discovery, doctor, engine, execs, limits, listener, lock, logging,
-    registry, service,
+    activation, authority, config, discovery, doctor, engine, execs, intake, limits, listener,
+    lock, logging, registry, service,
 };
 
 use std::path::PathBuf;
@@ -301,16 +301,27 @@ async fn run(
             .initial_stream_window_size(boxd_proto::wire::STREAM_WINDOW)
             .initial_connection_window_size(boxd_proto::wire::CONNECTION_WINDOW)
             .max_frame_size(boxd_proto::wire::MAX_FRAME)
-            .add_service(InterceptedService::new(api, listener::check_peer))
-            .add_service(InterceptedService::new(
+            // What one connection may make boxd hold (intake.rs). h2 takes a
+            // header list smaller than its setting, the rewriter one up to
+            // its bound: one more makes them take the same lists.
+            .http2_max_header_list_size(authority::MAX_HEADER_LIST as u32 + 1)
+            .max_concurrent_streams(intake::MAX_STREAMS)
+            .add_service(intake::Bounded::new(InterceptedService::new(
+                api,
+                listener::check_peer,
+            )))
+            .add_service(intake::Bounded::new(InterceptedService::new(
                 health_service,
                 listener::check_peer,
-            ))
-            .add_service(InterceptedService::new(reflection_v1, listener::check_peer))
-            .add_service(InterceptedService::new(
+            )))
+            .add_service(intake::Bounded::new(InterceptedService::new(
+                reflection_v1,
+                listener::check_peer,
+            )))
+            .add_service(intake::Bounded::new(InterceptedService::new(
                 reflection_v1alpha,
                 listener::check_peer,
-            ))
+            )))
             .serve_with_incoming_shutdown(incoming, async move { stop_serving.cancelled().await }),
     );
     tracing::info!(socket = %paths.socket.display(), home = %paths.home.display(), pid = std::process::id(), activated, idle_exit = settings.idle_exit, "boxd is serving");

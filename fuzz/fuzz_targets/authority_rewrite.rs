@@ -11,9 +11,18 @@
 //! block decodes (with a fresh HPACK decoder, as h2's) to the same headers
 //! in the same order, only an `:authority` that is not a valid authority
 //! replaced by `localhost`.
+//!
+//! The grammar also builds header-list bombs: a literal with incremental
+//! indexing of a value of up to 4000 bytes (one dynamic-table entry), then
+//! from none to a million one-byte references to it (0xBE, index 62), a
+//! block of up to `MAX_BLOCK`. A list within `MAX_HEADER_LIST` (as HTTP/2
+//! counts it) comes out whole; a larger one is refused, and the stream
+//! after it does not matter. Run under a memory cap (`make fuzz` passes
+//! `-rss_limit_mb` and `-malloc_limit_mb`): the rewriter stops decoding at
+//! the bound, so a bomb costs it kilobytes, never the gigabytes it names.
 #![no_main]
 
-use boxd::authority::Rewriter;
+use boxd::authority::{MAX_BLOCK, MAX_HEADER_LIST, Rewriter};
 use libfuzzer_sys::fuzz_target;
 use loona_hpack::{Decoder, Encoder};
 
@@ -32,10 +41,12 @@ const AUTHORITIES: &[&[u8]] = &[
 
 type Headers = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// A frame of the built stream: kind and payload, or a header block.
+/// A frame of the built stream: kind and payload, or a header block; or
+/// a header block whose list is over the bound (the stream's last).
 enum Built {
     Frame(u8, u8, u32, Vec<u8>),
     Headers(u32, Headers),
+    OverTheBound,
 }
 
 fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
@@ -54,7 +65,7 @@ fn build(bytes: &[u8]) -> (Vec<u8>, Vec<Built>) {
     let mut stream = 1u32;
     while let Some(op) = it.next() {
         let arg = it.next().unwrap_or(0);
-        match op % 5 {
+        match op % 6 {
             0 | 1 => {
                 let authority = AUTHORITIES[arg as usize % AUTHORITIES.len()].to_vec();
                 let extra: Vec<u8> = (0..op / 8).map(|i| i.wrapping_mul(arg)).collect();
@@ -95,12 +106,55 @@ fn build(bytes: &[u8]) -> (Vec<u8>, Vec<Built>) {
             }
             2 => {
                 let data: Vec<u8> = (0..arg).collect();
-                frame(&mut out, 0x0, op & 0x1, stream.saturating_sub(2).max(1), &data);
-                built.push(Built::Frame(0x0, op & 0x1, stream.saturating_sub(2).max(1), data));
+                frame(
+                    &mut out,
+                    0x0,
+                    op & 0x1,
+                    stream.saturating_sub(2).max(1),
+                    &data,
+                );
+                built.push(Built::Frame(
+                    0x0,
+                    op & 0x1,
+                    stream.saturating_sub(2).max(1),
+                    data,
+                ));
             }
             3 => {
                 frame(&mut out, 0x4, 0, 0, &[]);
                 built.push(Built::Frame(0x4, 0, 0, Vec::new()));
+            }
+            5 => {
+                // A header-list bomb. The name is new (the stream's count
+                // of frames is in it), so the encoder adds the field to its
+                // table with a literal, as the decoder does: index 62 is
+                // this entry in both.
+                let name = format!("x-big-{}", built.len()).into_bytes();
+                let value = vec![b'v'; (arg as usize * 16) % 3990];
+                let entry = (name, value);
+                let mut block = enc.encode([(entry.0.as_slice(), entry.1.as_slice())]);
+                let n = it.next().unwrap_or(0);
+                let refs = if n < 128 {
+                    n as usize % 8
+                } else {
+                    ((n - 128) as usize) << 13
+                };
+                let refs = refs.min(MAX_BLOCK - block.len());
+                block.resize(block.len() + refs, 0xbe);
+                let mut pieces = block.chunks(16_384).peekable();
+                let mut kind = 0x1;
+                while let Some(piece) = pieces.next() {
+                    let end = if pieces.peek().is_none() { 0x4 } else { 0 };
+                    frame(&mut out, kind, end, stream, piece);
+                    kind = 0x9;
+                }
+                let size = (1 + refs) * (entry.0.len() + entry.1.len() + 32);
+                if size > MAX_HEADER_LIST {
+                    built.push(Built::OverTheBound);
+                    break;
+                }
+                built.push(Built::Headers(stream, vec![entry; 1 + refs]));
+                stream += 2;
             }
             _ => {
                 let ping = [arg; 8];
@@ -119,7 +173,11 @@ fn feed(input: &[u8], cuts: &[u8]) -> (Vec<u8>, bool) {
     let mut at = 0;
     let mut i = 0;
     while at < input.len() {
-        let n = if cuts.is_empty() { input.len() } else { 1 + cuts[i % cuts.len()] as usize };
+        let n = if cuts.is_empty() {
+            input.len()
+        } else {
+            1 + cuts[i % cuts.len()] as usize
+        };
         let end = (at + n).min(input.len());
         if r.feed(&input[at..end], &mut out).is_err() {
             return (out, false);
@@ -152,7 +210,11 @@ fn read(bytes: &[u8]) -> Vec<Built> {
                 }
                 block = Some((stream, flags, payload.to_vec()));
             }
-            0x9 => block.as_mut().expect("a CONTINUATION after HEADERS").2.extend_from_slice(payload),
+            0x9 => block
+                .as_mut()
+                .expect("a CONTINUATION after HEADERS")
+                .2
+                .extend_from_slice(payload),
             _ => {
                 assert!(block.is_none(), "a frame inside a header block");
                 frames.push(Built::Frame(kind, flags, stream, payload.to_vec()));
@@ -161,14 +223,19 @@ fn read(bytes: &[u8]) -> Vec<Built> {
         }
         if flags & 0x4 != 0 {
             let (stream, _, fragment) = block.take().unwrap();
-            frames.push(Built::Headers(stream, dec.decode(&fragment).expect("the output decodes")));
+            frames.push(Built::Headers(
+                stream,
+                dec.decode(&fragment).expect("the output decodes"),
+            ));
         }
     }
     frames
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&first, rest)) = data.split_first() else { return };
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
     let (cuts, body) = rest.split_at(rest.len().min(4));
     let (input, built) = if first & 1 == 0 {
         let mut input = PREFACE.to_vec();
@@ -185,6 +252,10 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(whole, pieces, "the chunking changed the output");
     }
     let Some(built) = built else { return };
+    if matches!(built.last(), Some(Built::OverTheBound)) {
+        assert!(!whole_ok, "a header list over the bound was taken");
+        return;
+    }
     assert!(whole_ok, "a well-formed client stream was refused");
     let seen = read(&whole);
     assert_eq!(seen.len(), built.len());
@@ -200,7 +271,14 @@ fuzz_target!(|data: &[u8]| {
                     .map(|(n, v)| {
                         let bad = n == b":authority"
                             && http::uri::Authority::try_from(v.as_slice()).is_err();
-                        (n.clone(), if bad { b"localhost".to_vec() } else { v.clone() })
+                        (
+                            n.clone(),
+                            if bad {
+                                b"localhost".to_vec()
+                            } else {
+                                v.clone()
+                            },
+                        )
                     })
                     .collect();
                 assert_eq!(h, &want);

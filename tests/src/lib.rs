@@ -239,6 +239,14 @@ impl Daemon {
         d
     }
 
+    /// A namespace-engine daemon whose address space is at most `bytes`
+    /// (`RLIMIT_AS`, set by the shell that becomes boxd: `ulimit -v`;
+    /// what boxd starts inherits it). Memory a client makes boxd take then
+    /// shows as a failed allocation (boxd aborts) instead of a slow host.
+    pub fn with_address_space_limit(bytes: u64) -> Daemon {
+        Daemon::wrapped(&format!("ulimit -v {}", bytes / 1024), Vec::new())
+    }
+
     /// A daemon that finds its socket and home as a user's own does, from
     /// the per-user defaults: `HOME` is `DIR/user`, `XDG_RUNTIME_DIR` is
     /// `DIR/xdg`, and no flag or `BOXD_*` variable says anything. Its
