@@ -45,12 +45,12 @@ cp "$profile/boxd" "$profile/boxd-box" "$profile/boxctl" "$profile/harness-box-e
 # The busybox layouts and the probes exist once the suites ran as root.
 cp -a "$target/test-images/." "$stage/target/test-images/"
 cp -a "$node" "$stage/node"
-# What the escapes suite's MCP client needs: its script and the venv of
-# the official SDK that the run as root made (found through
-# BOXD_TEST_WORKSPACE, since the checkout may be private).
+# What the escapes suite's MCP client needs: its script and requirements
+# (found through BOXD_TEST_WORKSPACE, since the checkout may be private);
+# the user makes its own venv of the official SDK, with the system's
+# Python (root's may be in a directory the user cannot reach).
 mkdir -p "$stage/workspace/tests" "$stage/target/test-venvs"
 cp -a tests/mcp "$stage/workspace/tests/"
-[ -d "$target/test-venvs/mcp" ] && cp -a "$target/test-venvs/mcp" "$stage/target/test-venvs/"
 chmod -R a+rX "$stage"
 chmod 755 "$stage"
 # The suites write next to themselves (hostile image variants, venv locks).
@@ -59,7 +59,7 @@ chown -R "$user" "$stage/target/test-images" "$stage/target/test-venvs"
 cd /tmp
 for suite in $suites; do
   echo "$suite suite as $user (uid $(id -u "$user")):"
-  runuser -u "$user" -- env -i PATH="$PATH" HOME="$(getent passwd "$user" | cut -d: -f6)" \
+  runuser -u "$user" -- env -i PATH="/usr/local/bin:/usr/bin:/bin:$PATH" HOME="$(getent passwd "$user" | cut -d: -f6)" \
     RUST_LOG="${RUST_LOG:-warn}" BOXD_NODE_IMAGE="$stage/node" BOXD_TEST_WORKSPACE="$stage/workspace" \
     "$stage/target/debug/deps/$suite" --test-threads 1 --nocapture
 done
