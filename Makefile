@@ -107,7 +107,7 @@ fuzz:
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy -p boxd-tests --test faults --test load --test hostile --test isolation --test host_tools -- -D warnings
+	$(CARGO) clippy -p boxd-tests --test faults --test load --test hostile --test isolation --test host_tools --test escapes -- -D warnings
 	$(CARGO) clippy -p boxd --all-targets --features boxlite-test-support -- -D warnings
 	@$(MAKE) --no-print-directory sdk-check
 

@@ -105,6 +105,23 @@ pub fn is_no_space(e: &std::io::Error) -> bool {
             .is_some_and(is_no_space)
 }
 
+/// `text` with its control characters escaped as `{:?}` escapes them
+/// (`\u{1b}`), the rest as it is: what the daemon says of a string that an
+/// image, a box or a remote server controls, so that no terminal that
+/// shows it (doctor's, a client's, a log's) takes it for a command (the
+/// daemon depends on no client crate, so not `boxd_client::untrusted`).
+pub fn escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,21 +163,4 @@ mod tests {
         let other = Error::io("write", std::io::Error::from_raw_os_error(libc::EIO));
         assert_eq!(other.code(), Code::Internal);
     }
-}
-
-/// `text` with its control characters escaped as `{:?}` escapes them
-/// (`\u{1b}`), the rest as it is: what the daemon says of a string that an
-/// image, a box or a remote server controls, so that no terminal that
-/// shows it (doctor's, a client's, a log's) takes it for a command (the
-/// daemon depends on no client crate, so not `boxd_client::untrusted`).
-pub fn escaped(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
