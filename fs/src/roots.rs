@@ -75,9 +75,11 @@ impl Root {
                 format!("{} is not an absolute path", path.display()),
             ));
         }
-        let given = normalize(path);
-        let dir = nix::fcntl::open(&given, DIR & !OFlag::O_NOFOLLOW, Mode::empty())
+        // Opened as spelled (the kernel's `..`, through whatever symlink
+        // the user's path has); the normalized spelling is for matching.
+        let dir = nix::fcntl::open(path, DIR & !OFlag::O_NOFOLLOW, Mode::empty())
             .map_err(io::Error::from)?;
+        let given = normalize(path);
         let real = std::fs::read_link(format!("/proc/self/fd/{}", fd_num(&dir)))
             .unwrap_or_else(|_| given.clone());
         Ok(Root { dir, given, real })
