@@ -337,13 +337,25 @@ impl Relay {
             ))];
         };
         let mut out = Vec::new();
-        if let Some(result) = msg.get_mut("result") {
-            match asked {
-                Asked::Initialize => out.extend(
-                    rewrite::initialize_result(result, &self.relaunch)
+        // Auth methods, wherever an answer carries them (an initialize, or
+        // any other answer or error a client might read them from), reach
+        // the client only in shapes that run nothing of the agent's on the
+        // host.
+        for at in ["/result", "/error/data"] {
+            if let Some(carrier) = msg.pointer_mut(at)
+                && (carrier.get("authMethods").is_some()
+                    || carrier.get("agentCapabilities").is_some())
+            {
+                out.extend(
+                    rewrite::initialize_result(carrier, &self.relaunch)
                         .into_iter()
                         .map(Out::Warn),
-                ),
+                );
+            }
+        }
+        if let Some(result) = msg.get_mut("result") {
+            match asked {
+                Asked::Initialize => {}
                 Asked::Setup { cwd, session } => {
                     let session = result
                         .get("sessionId")
@@ -730,6 +742,33 @@ mod tests {
         assert_eq!(parsed(&out[0])["error"]["code"], code::PARSE_ERROR);
         let out = r.from_client(Line::TooLarge { len: 1 << 30 });
         assert_eq!(parsed(&out[0])["error"]["code"], code::INVALID_REQUEST);
+    }
+
+    /// Found by the `acp_relay` fuzz target: auth methods in an answer to
+    /// a request other than `initialize` (or in an error's data) passed
+    /// unchanged.
+    #[test]
+    fn auth_methods_are_rewritten_in_every_answer() {
+        let mut r = relay();
+        let bad = json!([{"id": "a", "name": "a", "_meta": {"terminal-auth": {"command": "sh", "env": {"LD_PRELOAD": "/x"}}}},
+            {"id": "t", "name": "t", "type": "terminal", "args": ["x"], "env": {"LD_PRELOAD": "/x"}}]);
+        r.from_client(line(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/home/me/proj", "mcpServers": []}})));
+        let out = r.from_agent(line(
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s", "authMethods": bad}}),
+        ));
+        let v = parsed(out.last().unwrap());
+        assert_eq!(
+            v["result"]["authMethods"][0]["_meta"]["terminal-auth"]["command"],
+            "/bin/harness-box-exec",
+            "{v}"
+        );
+        assert_eq!(v["result"]["authMethods"][1]["args"], json!([]), "{v}");
+        r.from_client(line(json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": "s", "prompt": []}})));
+        let out = r.from_agent(line(json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": "auth required", "data": {"authMethods": bad}}})));
+        let v = parsed(out.last().unwrap());
+        let m = &v["error"]["data"]["authMethods"];
+        assert!(m[0]["_meta"]["terminal-auth"].get("env").is_none(), "{v}");
+        assert!(m[1]["env"].get("LD_PRELOAD").is_none(), "{v}");
     }
 
     #[test]
