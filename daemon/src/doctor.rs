@@ -198,12 +198,34 @@ fn box_ids() -> Check {
             );
         }
     }
+    if ids.is_range() && ids.slots > 1 {
+        let (uid, _) = ids.root();
+        return Check::ok(
+            "box ids",
+            format!(
+                "each box has 65,536 host ids of its own (a pool of {} ranges from {}; the first, from uid {uid}, owns the images)",
+                ids.slots - 1,
+                ids.source
+            ),
+        );
+    }
+    if ids.is_range() && ids.writer == Writer::Direct {
+        let (uid, _) = ids.root();
+        return Check::warn(
+            "box ids",
+            format!(
+                "every box shares the 65,536 ids from {}; box root is host uid {uid}: a set-id file one box leaves on the host makes its runner a member of every box",
+                ids.source
+            ),
+            "give root at least 131072 ids: root:1879048192:268435456 in /etc/subuid and /etc/subgid, or remove root's entry to use boxd's built-in pool",
+        );
+    }
     if ids.is_range() {
         let (uid, _) = ids.root();
         return Check::ok(
             "box ids",
             format!(
-                "65,536 ids per box from {}; box root is host uid {uid}",
+                "65,536 ids from {}; box root is host uid {uid} (you). Every box of yours shares these ids: a box needs all 65,536 (nobody is 65534), so a range of 65,536 cannot be split among boxes, and only root may hand out ids that are not yours; boxes cannot leave set-id files in mounts, so a box's ids reach no one on the host",
                 ids.source
             ),
         );

@@ -84,9 +84,23 @@ pub enum Root {
         /// (loop) where `upper` and `work` are, so that writes past the
         /// budget fail with "no space left" (boxd as root only).
         disk: Option<(PathBuf, PathBuf)>,
+        /// The image's ids as the box's (a box with a range of its own,
+        /// boxd as root): the lower layer is an idmapped mount.
+        #[serde(default)]
+        lower_ids: Option<LowerIds>,
     },
     /// A directory of the box's own (a full copy of the image).
     Dir(PathBuf),
+}
+
+/// The image's files belong to the pool's first range (`from`, box root's
+/// uid and gid there); a box with a range of its own sees them as its
+/// (`to`), through an idmapped mount of the one shared copy.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LowerIds {
+    pub from: (u32, u32),
+    pub to: (u32, u32),
+    pub count: u32,
 }
 
 /// A host path bound into the box.
@@ -260,10 +274,13 @@ fn assemble(plan: &Plan, sources: &[OwnedFd], channel: &mut UnixStream) -> Resul
             upper,
             work,
             disk,
+            lower_ids,
         } => {
             if let Some((image, at)) = disk {
                 mount_disk(image, at, plan.box_root)
                     .map_err(|e| format!("mount the box's disk {}: {e}", image.display()))?;
+                move_disk_files(upper, plan.box_root)
+                    .map_err(|e| format!("move the files of the box's disk to its ids: {e}"))?;
             }
             // The overlay's options show in the box's mountinfo: they name
             // neutral paths (binds on a scratch tmpfs of this namespace),
@@ -305,6 +322,26 @@ fn assemble(plan: &Plan, sources: &[OwnedFd], channel: &mut UnixStream) -> Resul
             for (fd, dir, name) in &dirs {
                 let at = stage.join(name);
                 std::fs::create_dir(&at).map_err(|e| format!("create {}: {e}", at.display()))?;
+                if let (Some(ids), "l") = (lower_ids, *name) {
+                    // The shared image, its ids moved to the box's range.
+                    let userns = id_userns(
+                        &range_lines(ids.from.0, ids.to.0, ids.count),
+                        &range_lines(ids.from.1, ids.to.1, ids.count),
+                    )
+                    .map_err(|e| format!("a user namespace for the image's ids: {e}"))?;
+                    let target = nix::fcntl::open(
+                        &at,
+                        nix::fcntl::OFlag::O_PATH
+                            | nix::fcntl::OFlag::O_DIRECTORY
+                            | nix::fcntl::OFlag::O_NOFOLLOW
+                            | nix::fcntl::OFlag::O_CLOEXEC,
+                        nix::sys::stat::Mode::empty(),
+                    )
+                    .map_err(|e| format!("open {}: {e}", at.display()))?;
+                    bind(fd, &target, true, Some(userns.as_raw_fd()))
+                        .map_err(|e| format!("idmap the image {}: {e}", dir.display()))?;
+                    continue;
+                }
                 let source = format!("/proc/self/fd/{}", fd.as_raw_fd());
                 mount(
                     Some(source.as_str()),
@@ -381,10 +418,36 @@ fn assemble(plan: &Plan, sources: &[OwnedFd], channel: &mut UnixStream) -> Resul
             },
             None => None,
         };
-        bind(source, &target, m.read_only, idmap)
-            .map_err(|e| format!("mount {} on {guest}: {e}", m.host_path.display()))?;
+        match bind(source, &target, m.read_only, idmap) {
+            Err(e) if idmap.is_some() && e.contains("mount_setattr") => {
+                // A file system that cannot be idmapped (FUSE, NFS, …).
+                let _ = writeln!(
+                    channel,
+                    "warn mount {}: its file system cannot be idmapped ({e}); the box writes there as its own ids",
+                    m.host_path.display()
+                );
+                bind(source, &target, m.read_only, None)
+            }
+            other => other,
+        }
+        .map_err(|e| format!("mount {} on {guest}: {e}", m.host_path.display()))?;
     }
     Ok(())
+}
+
+/// After [`mount_disk`]: the files on the box's disk belong to another
+/// range of the pool than the box's (a clone's copy of another box's
+/// disk): moved to the box's, once.
+fn move_disk_files(upper: &Path, box_root: (u32, u32)) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(upper).map_err(|e| e.to_string())?;
+    let from = (meta.uid(), meta.gid());
+    if !super::idmap::ranges_apart(from, box_root) {
+        return Ok(());
+    }
+    let disk = upper.parent().unwrap_or(upper);
+    super::treecopy::shift_owners(disk, from, box_root)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// Attaches `image` to a free loop device (cleared when unmounted) and
@@ -619,10 +682,24 @@ fn bind(
     Ok(())
 }
 
-/// A user namespace for an idmapped mount ([`idmap_lines`]): made by a
-/// child that unshares and waits while this (privileged) process writes
-/// its maps.
+/// A user namespace for the idmapped mount of a host mount's source
+/// ([`idmap_lines`]).
 fn idmap_userns(owner: MountOwner, box_root: (u32, u32)) -> Result<OwnedFd, String> {
+    id_userns(
+        &idmap_lines(owner.host.0, owner.as_box.0, box_root.0),
+        &idmap_lines(owner.host.1, owner.as_box.1, box_root.1),
+    )
+}
+
+/// `count` ids from `from` (on disk) shown as the ids from `to`.
+fn range_lines(from: u32, to: u32, count: u32) -> String {
+    format!("{from} {to} {count}\n")
+}
+
+/// A user namespace with the maps `uid_map` and `gid_map`, to idmap a
+/// mount with: made by a child that unshares and waits while this
+/// (privileged) process writes its maps.
+fn id_userns(uid_map: &str, gid_map: &str) -> Result<OwnedFd, String> {
     let (ready_r, ready_w) = nix::unistd::pipe().map_err(|e| e.to_string())?;
     let (hold_r, hold_w) = nix::unistd::pipe().map_err(|e| e.to_string())?;
     // SAFETY: this helper is single-threaded; the child only makes raw
@@ -651,14 +728,8 @@ fn idmap_userns(owner: MountOwner, box_root: (u32, u32)) -> Result<OwnedFd, Stri
                     std::fs::write(format!("/proc/{child}/{file}"), text)
                         .map_err(|e| format!("{file}: {e}"))
                 };
-                write(
-                    "uid_map",
-                    idmap_lines(owner.host.0, owner.as_box.0, box_root.0),
-                )?;
-                write(
-                    "gid_map",
-                    idmap_lines(owner.host.1, owner.as_box.1, box_root.1),
-                )?;
+                write("uid_map", uid_map.to_owned())?;
+                write("gid_map", gid_map.to_owned())?;
                 std::fs::File::open(format!("/proc/{child}/ns/user"))
                     .map(OwnedFd::from)
                     .map_err(|e| e.to_string())
@@ -670,23 +741,14 @@ fn idmap_userns(owner: MountOwner, box_root: (u32, u32)) -> Result<OwnedFd, Stri
     }
 }
 
-/// The map of an idmapped mount, as `uid_map` lines (inside: ids on the
-/// disk; outside: the box's host ids from `base`): the host `owner` is box
-/// id `as_box`, every other box id is itself, so a box user writes there
-/// as its own unprivileged host id instead of failing with `EOVERFLOW`.
-/// Injective both ways because `owner` is never in the box's range
-/// ([`mount_owner`]); host root is never mapped.
+/// The map of an idmapped mount of a host directory, as `uid_map` lines
+/// (inside: ids on the disk; outside: the box's host ids from `base`):
+/// the host `owner` is box id `as_box`, and nothing else is mapped. So
+/// the box writes there only as that one id (any other box id gets
+/// `EOVERFLOW`), and a `chown` to any other id fails: nothing a box leaves
+/// in a mount belongs to an id of any box. Host root is never mapped.
 fn idmap_lines(owner: u32, as_box: u32, base: u32) -> String {
-    use super::idmap::RANGE;
-    let mut lines = format!("{owner} {} 1\n", base + as_box);
-    if as_box > 0 {
-        lines += &format!("{base} {base} {as_box}\n");
-    }
-    if as_box + 1 < RANGE {
-        let from = base + as_box + 1;
-        lines += &format!("{from} {from} {}\n", RANGE - as_box - 1);
-    }
-    lines
+    format!("{owner} {} 1\n", base + as_box)
 }
 
 #[repr(C)]
@@ -725,7 +787,8 @@ const SYS_MOUNT_SETATTR: libc::c_long = 442;
 /// The owner of `path` when boxd (as root) should show its files as box
 /// root's: an ordinary user's, with their group (or, for a directory of
 /// root's group, the user's primary group). `None` for root's files (a box
-/// never writes as host root) and for files already in the box's range.
+/// never writes as host root) and for files already in the box's range:
+/// the mount then maps the box's own id alone.
 pub fn mount_owner(path: &Path, box_root: (u32, u32), range: u32) -> Option<(u32, u32)> {
     let meta = std::fs::metadata(path).ok()?;
     let in_range = |id: u32, base: u32| id >= base && id - base < range;
@@ -749,35 +812,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_mount_owner_is_one_box_id_and_the_others_are_themselves() {
-        let base = 0x7000_0000;
-        assert_eq!(
-            idmap_lines(1000, 0, base),
-            format!("1000 {base} 1\n{} {} 65535\n", base + 1, base + 1)
-        );
+    fn a_mount_maps_its_owner_as_one_box_id_and_nothing_else() {
+        let base = 0x7001_0000;
+        assert_eq!(idmap_lines(1000, 0, base), format!("1000 {base} 1\n"));
         assert_eq!(
             idmap_lines(1000, 1000, base),
-            format!(
-                "1000 {} 1\n{base} {base} 1000\n{} {} 64535\n",
-                base + 1000,
-                base + 1001,
-                base + 1001
-            )
+            format!("1000 {} 1\n", base + 1000)
         );
+        // A root-owned source: the box's own id alone.
+        assert_eq!(idmap_lines(base, 0, base), format!("{base} {base} 1\n"));
         assert_eq!(
-            idmap_lines(5, 65_535, base),
-            format!("5 {} 1\n{base} {base} 65535\n", base + 65_535)
+            range_lines(0x7000_0000, base, 65_536),
+            format!("1879048192 {base} 65536\n")
         );
-        // Every box id appears once outside; no line maps host root.
-        for as_box in [0, 1, 999, 65_535] {
-            let lines = idmap_lines(1000, as_box, base);
-            let mut outside = 0u64;
-            for line in lines.lines() {
-                let f: Vec<u32> = line.split(' ').map(|w| w.parse().unwrap()).collect();
-                assert!(f[0] != 0 && f[1] >= base, "{line}");
-                outside += u64::from(f[2]);
-            }
-            assert_eq!(outside, 65_536);
-        }
     }
 }

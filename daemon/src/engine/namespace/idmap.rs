@@ -3,10 +3,15 @@
 //! Every box gets a user namespace whose ids 0..65535 map to host ids that
 //! are never the host's root:
 //!
-//! - **boxd run by root**: a range of unprivileged host ids, the `root`
+//! - **boxd run by root**: a pool of unprivileged host ids, the `root`
 //!   entry of `/etc/subuid` and `/etc/subgid` when there is one, otherwise
-//!   [`ROOT_RANGE_START`] (65,536 ids). Box root is an ordinary host uid
-//!   with no rights on the host's files; boxd writes the maps itself.
+//!   [`ROOT_RANGE_START`] onwards ([`ROOT_POOL`] ids). The pool's first
+//!   65,536 ids own the image store's files; every box gets a range of
+//!   65,536 of its own after them ([`IdMap::for_slot`], allocated by
+//!   `slots.rs`), so no id of one box owns anything of another's and a
+//!   set-id file one box leaves behind makes no one a member of another
+//!   box. Box root is an ordinary host uid with no rights on the host's
+//!   files; boxd writes the maps itself.
 //! - **boxd run by a user with a subordinate range** (`/etc/subuid`,
 //!   `/etc/subgid`, and `newuidmap`/`newgidmap` from Debian's `uidmap`):
 //!   box root is the user, box ids 1..65535 are the user's subordinate ids,
@@ -31,6 +36,9 @@ use crate::error::{Error, Result};
 pub const ROOT_RANGE_START: u32 = 0x7000_0000;
 /// How many ids a box has (0..65535), as a user namespace of a container.
 pub const RANGE: u32 = 65_536;
+/// How many ids the built-in pool of a root-run boxd holds: up to
+/// 0x7FFFFFFF, 4,096 ranges (the image store's and 4,095 boxes').
+pub const ROOT_POOL: u32 = 0x1000_0000;
 
 /// One line of a `uid_map`/`gid_map`: `count` ids from `inside` (in the
 /// box) stand for host ids from `outside`.
@@ -65,6 +73,16 @@ pub struct IdMap {
     pub writer: Writer,
     /// Where the range came from, for `doctor` and `Describe`.
     pub source: String,
+    /// How many ranges of [`RANGE`] ids follow each other from this map's
+    /// outside ids (boxd as root): range 0 owns the image store's files,
+    /// each box takes one of the others ([`IdMap::for_slot`]). 1 where
+    /// boxes share the map's ids (a user's subordinate range, a single id).
+    #[serde(default = "one_slot")]
+    pub slots: u32,
+}
+
+fn one_slot() -> u32 {
+    1
 }
 
 impl IdMap {
@@ -110,7 +128,7 @@ impl IdMap {
                 sub_range(host.subuid, "root", 0),
                 sub_range(host.subgid, "root", 0),
             );
-            let (uids, gids, source) = match from_file {
+            let (uids, gids, mut source) = match from_file {
                 (Some(u), Some(g)) => (
                     u,
                     g,
@@ -123,11 +141,11 @@ impl IdMap {
                     ),
                 ),
                 _ => (
-                    (ROOT_RANGE_START, RANGE),
-                    (ROOT_RANGE_START, RANGE),
+                    (ROOT_RANGE_START, ROOT_POOL),
+                    (ROOT_RANGE_START, ROOT_POOL),
                     format!(
-                        "boxd's built-in range for root (host ids {ROOT_RANGE_START}-{}; add a root entry to /etc/subuid and /etc/subgid to choose another)",
-                        ROOT_RANGE_START + RANGE - 1
+                        "boxd's built-in pool for root (host ids {ROOT_RANGE_START}-{}; add a root entry to /etc/subuid and /etc/subgid to choose another)",
+                        ROOT_RANGE_START + ROOT_POOL - 1
                     ),
                 ),
             };
@@ -135,7 +153,23 @@ impl IdMap {
                 mapped(own, start, count.min(RANGE)) && start != 0
             };
             if fits(host.own_uids, uids) && fits(host.own_gids, gids) {
+                // Whole ranges of the pool that this process's user
+                // namespace maps (all of them, outside a container).
+                let whole = |own: &str, (start, count): (u32, u32)| {
+                    let mut n = (count / RANGE).max(1);
+                    while n > 1 && !mapped(own, start, n * RANGE) {
+                        n /= 2;
+                    }
+                    n
+                };
+                let slots = whole(host.own_uids, uids).min(whole(host.own_gids, gids));
+                if slots < 2 {
+                    source.push_str(
+                        "; it holds one range of 65536 ids, so every box shares it (give root at least 131072 ids in /etc/subuid and /etc/subgid for a range per box)",
+                    );
+                }
                 return IdMap {
+                    slots,
                     uid: vec![Extent {
                         inside: 0,
                         outside: uids.0,
@@ -165,6 +199,7 @@ impl IdMap {
                     count: 1,
                 }],
                 writer: Writer::Direct,
+                slots: 1,
                 source: format!(
                     "a single id (host uid {NOBODY}): this boxd runs in a user namespace that does not map {source}"
                 ),
@@ -206,6 +241,7 @@ impl IdMap {
                         newuidmap: newuidmap.clone(),
                         newgidmap: newgidmap.clone(),
                     },
+                    slots: 1,
                     source: format!(
                         "your subordinate ids in /etc/subuid and /etc/subgid (uids {}-{}, gids {}-{}), mapped by newuidmap/newgidmap",
                         u.0,
@@ -241,6 +277,7 @@ impl IdMap {
                         count: 1,
                     }],
                     writer: Writer::Own,
+                    slots: 1,
                     source: format!("a single id (yours): {why}"),
                 }
             }
@@ -271,6 +308,7 @@ impl IdMap {
                 _ => Writer::Own,
             },
             source: format!("a single id: {why}"),
+            slots: 1,
         }
     }
 
@@ -293,7 +331,41 @@ impl IdMap {
                 "{} (keep-id: box ids 0 and {uid}:{gid} exchanged)",
                 self.source
             ),
+            slots: self.slots,
         }
+    }
+
+    /// The ids of the box in range `slot` of the pool (1 and up; 0 is the
+    /// image store's, and the ids of boxes made before boxes had ranges of
+    /// their own): this map moved `slot` ranges up. This map itself where
+    /// the pool has one range, or `slot` is past its end.
+    pub fn for_slot(&self, slot: u32) -> IdMap {
+        if slot == 0 || slot >= self.slots || self.writer != Writer::Direct {
+            return self.clone();
+        }
+        let moved = |v: &[Extent]| {
+            v.iter()
+                .map(|e| Extent {
+                    outside: e.outside + slot * RANGE,
+                    ..*e
+                })
+                .collect()
+        };
+        let (uid, gid) = (moved(&self.uid), moved(&self.gid));
+        IdMap {
+            source: format!("range {slot} of {}", self.source),
+            uid,
+            gid,
+            writer: Writer::Direct,
+            slots: 1,
+        }
+    }
+
+    /// The range of the pool that host uid `uid` is in, if any.
+    pub fn slot_of_uid(&self, uid: u32) -> Option<u32> {
+        let start = self.uid.first()?.outside;
+        (uid >= start && uid - start < self.slots.saturating_mul(RANGE))
+            .then(|| (uid - start) / RANGE)
     }
 
     /// The host uid and gid of box root.
@@ -382,6 +454,14 @@ impl IdMap {
 
 /// The host's `nobody`.
 const NOBODY: u32 = 65_534;
+
+/// Whether box root's host ids `from` and `to` (uid, gid) are box root of
+/// two different ranges of one pool: whole ranges apart, so a tree made
+/// for one can move to the other ([`super::treecopy::shift_owners`]).
+pub fn ranges_apart(from: (u32, u32), to: (u32, u32)) -> bool {
+    let whole = |old: u32, new: u32| old.abs_diff(new).is_multiple_of(RANGE);
+    from != to && from.0 != 0 && whole(from.0, to.0) && whole(from.1, to.1)
+}
 
 /// `extents` with box ids 0 and `n` exchanged ([`IdMap::swapped`]).
 fn swap_extents(extents: &[Extent], n: u32) -> Vec<Extent> {
@@ -531,6 +611,34 @@ mod tests {
         // A range that would include host root is ignored.
         let m = IdMap::choose(&host(0, "root", "root:0:65536\n", false));
         assert_eq!(m.root().0, ROOT_RANGE_START);
+    }
+
+    #[test]
+    fn root_gives_each_box_a_range_of_its_own_after_the_images() {
+        let m = IdMap::choose(&host(0, "root", "", false));
+        assert_eq!(m.slots, ROOT_POOL / RANGE);
+        let (one, two) = (m.for_slot(1), m.for_slot(2));
+        assert_eq!(one.root().0, ROOT_RANGE_START + RANGE);
+        assert_eq!(two.root().0, ROOT_RANGE_START + 2 * RANGE);
+        assert_eq!(one.host_uid(65_535), Some(ROOT_RANGE_START + 2 * RANGE - 1));
+        // The store's own ids (slot 0) and a slot past the pool: the map.
+        assert_eq!(m.for_slot(0), m);
+        assert_eq!(m.for_slot(m.slots), m);
+        assert_eq!(m.slot_of_uid(one.root().0 + 7), Some(1));
+        assert_eq!(m.slot_of_uid(ROOT_RANGE_START - 1), None);
+        // The last id of the pool stays below what signed code mishandles.
+        let last = m.for_slot(m.slots - 1);
+        assert!(u64::from(last.host_uid(65_535).unwrap()) <= 0x7FFF_FFFF);
+        // A root entry of 4 ranges: 4 slots; of one range: shared, said so.
+        let m = IdMap::choose(&host(0, "root", "root:200000:262144\n", false));
+        assert_eq!(m.slots, 4);
+        let m = IdMap::choose(&host(0, "root", "root:200000:65536\n", false));
+        assert_eq!(m.slots, 1);
+        assert!(m.source.contains("every box shares it"), "{}", m.source);
+        // A user's map is never split.
+        let m = IdMap::choose(&host(1000, "u", "u:100000:65536\n", true));
+        assert_eq!(m.slots, 1);
+        assert_eq!(m.for_slot(3), m);
     }
 
     #[test]

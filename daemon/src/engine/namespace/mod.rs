@@ -38,6 +38,7 @@ pub mod idmap;
 pub mod nsexec;
 pub mod options;
 mod sandbox;
+mod slots;
 mod snapshots;
 pub mod supervisor;
 mod treecopy;
@@ -153,6 +154,24 @@ impl NamespaceEngine {
                 )));
             }
         }
+        if copies.is_none() && privileged && ids.slots > 1 {
+            // A range per box needs the shared image idmapped under each.
+            let one = ids.for_slot(1).root();
+            let lower_ids = boot::LowerIds {
+                from: ids.root(),
+                to: one,
+                count: idmap::RANGE,
+            };
+            if let Probe::NoMap(why) | Probe::NoOverlay(why) =
+                probe_with(&probe_dir, &ids.for_slot(1), privileged, Some(lower_ids)).await
+            {
+                tracing::warn!(%why, "an idmapped image cannot be mounted here; boxes share one range of ids");
+                ids.slots = 1;
+                ids.source.push_str(&format!(
+                    "; one range for every box, since an idmapped image cannot be mounted here: {why}"
+                ));
+            }
+        }
         let _ = std::fs::remove_dir_all(&probe_dir);
         if let Some(why) = &copies {
             tracing::warn!(%why, "overlays cannot be mounted here; every box gets a full copy of its image");
@@ -185,8 +204,13 @@ impl NamespaceEngine {
             notes: vec![
                 "boxes run in Linux namespaces under bubblewrap, not in microVMs".into(),
                 format!(
-                    "box ids: {} ids from {}{}",
+                    "box ids: {} ids{} from {}{}",
                     ids.uid.iter().map(|e| e.count).sum::<u32>(),
+                    if privileged && ids.slots > 1 {
+                        format!(" of its own for each box (a pool of {} ranges after the images' own)", ids.slots - 1)
+                    } else {
+                        String::new()
+                    },
                     ids.source,
                     if privileged {
                         "; box root is never host root"
@@ -351,6 +375,16 @@ enum Probe {
 /// maps a user namespace with `ids` and mounts an overlay of empty
 /// directories under `dir`, then exits instead of starting bubblewrap.
 async fn probe(dir: &Path, ids: &IdMap, privileged: bool) -> Probe {
+    probe_with(dir, ids, privileged, None).await
+}
+
+/// [`probe`], the image's ids shown as `lower_ids` say.
+async fn probe_with(
+    dir: &Path,
+    ids: &IdMap,
+    privileged: bool,
+    lower_ids: Option<boot::LowerIds>,
+) -> Probe {
     let _ = std::fs::remove_dir_all(dir);
     let made = ["lower", "upper", "work"]
         .iter()
@@ -363,6 +397,7 @@ async fn probe(dir: &Path, ids: &IdMap, privileged: bool) -> Probe {
         upper: dir.join("upper"),
         work: dir.join("work"),
         disk: None,
+        lower_ids,
     };
     match sandbox::probe(&root, ids, privileged).await {
         Ok(()) => Probe::Ok,
@@ -461,6 +496,7 @@ impl Engine for NamespaceEngine {
     async fn create(&self, record: &BoxRecord) -> Result<Created> {
         self.keep_id_possible(&record.spec)?;
         let image = self.images.for_create(&record.spec.image).await?;
+        self.claim_ids(record)?;
         match &self.copies {
             None if self.disk_budgets() && record.spec.disk_size_gb.is_some() => {
                 self.make_disk(record).await?
@@ -515,6 +551,11 @@ impl Engine for NamespaceEngine {
         {
             return Ok(());
         }
+        if self.per_box_ids() && slots::of(&record.dir) == 0 {
+            // Made before boxes had ranges of their own: it gets one now,
+            // and its files move there (`root_of`).
+            self.claim_ids(record)?;
+        }
         let root = self.root_of(record).await?;
         let hosts = match record.spec.allow_net.is_empty() {
             true => None,
@@ -522,14 +563,18 @@ impl Engine for NamespaceEngine {
         };
         self.keep_id_possible(&record.spec)?;
         let (privileged, range) = (self.privileged, self.ids.is_range());
-        let ids = self.ids_of(&record.spec);
+        let ids = self.ids_of(record);
         let box_root = ids.root();
         let as_box = record.spec.keep_id.map_or((0, 0), |k| (k.uid, k.gid));
+        // Boxd as root idmaps every mount: its ordinary owner, or (root's
+        // and the box's own files) the box's own id, is the one box id
+        // that writes there.
+        let own = (box_root.0 + as_box.0, box_root.1 + as_box.1);
         let mounts = options::plan_mounts(&record.spec, hosts.as_deref(), |path| {
-            (privileged && range)
-                .then(|| boot::mount_owner(path, box_root, idmap::RANGE))
-                .flatten()
-                .map(|host| boot::MountOwner { host, as_box })
+            (privileged && range).then(|| boot::MountOwner {
+                host: boot::mount_owner(path, box_root, idmap::RANGE).unwrap_or(own),
+                as_box,
+            })
         });
         let limits = box_limits(&record.spec);
         let nproc = (!self.cgroups.enforces("pids"))
@@ -642,6 +687,9 @@ impl Engine for NamespaceEngine {
     async fn remove(&self, record: &BoxRecord) -> Result<()> {
         self.stop(record, true).await?;
         self.disk.forget(&record.id);
+        if self.per_box_ids() {
+            slots::release(Path::new(slots::REGISTRY), &self.pool(), &record.dir);
+        }
         self.remove_tree(&record.dir).await
     }
 
@@ -930,18 +978,18 @@ impl NamespaceEngine {
     /// root; the upper one is the box's `/` over the image, so it has the
     /// mode of one.
     fn make_upper(&self, record: &BoxRecord) -> Result<()> {
-        self.make_root_dir(&upper(record), 0o755)?;
+        self.make_root_dir(record, &upper(record), 0o755)?;
         self.make_work(record)
     }
 
     /// Makes a box's (empty) overlay work directory.
     fn make_work(&self, record: &BoxRecord) -> Result<()> {
-        self.make_root_dir(&work(record), 0o700)
+        self.make_root_dir(record, &work(record), 0o700)
     }
 
-    /// Makes a directory owned by box root.
-    fn make_root_dir(&self, dir: &Path, mode: u32) -> Result<()> {
-        let (uid, gid) = self.ids.root();
+    /// Makes a directory owned by the root of the box of `record`.
+    fn make_root_dir(&self, record: &BoxRecord, dir: &Path, mode: u32) -> Result<()> {
+        let (uid, gid) = self.ids_of(record).root();
         std::fs::create_dir(dir)
             .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)))
             .and_then(|()| std::os::unix::fs::lchown(dir, Some(uid), Some(gid)))
@@ -963,7 +1011,7 @@ impl NamespaceEngine {
         std::fs::File::create(&image)
             .and_then(|f| f.set_len(gib << 30))
             .map_err(|e| Error::io(format!("create {}", image.display()), e))?;
-        let (uid, gid) = self.ids.root();
+        let (uid, gid) = self.ids_of(record).root();
         let mke2fs = crate::host_programs::find_on_path("mke2fs")
             .or_else(|| {
                 ["/usr/sbin/mke2fs", "/sbin/mke2fs"]
@@ -1063,6 +1111,7 @@ impl NamespaceEngine {
                 .images
                 .for_start(&record.image_digest, &record.spec.image)
                 .await?;
+            let lower_ids = self.lower_ids(record);
             if image.is_file() {
                 let at = record.dir.join("disk");
                 return Ok(Root::Overlay {
@@ -1070,22 +1119,25 @@ impl NamespaceEngine {
                     upper: at.join("upper"),
                     work: at.join("work"),
                     disk: Some((image, at)),
+                    lower_ids,
                 });
             }
             let lower = match self.swap_of(&record.spec) {
                 Some(swap) => self.keep_id_lower(&lower, swap).await?,
                 None => lower,
             };
+            self.own_files(record, &upper(record)).await?;
             return Ok(Root::Overlay {
                 lower,
                 upper: upper(record),
                 work: work(record),
                 disk: None,
+                lower_ids,
             });
         }
         let dir = rootfs(record);
         if self.privileged && self.ids.is_range() {
-            let (uid, gid) = self.ids.root();
+            let (uid, gid) = self.ids_of(record).root();
             let owner = std::fs::symlink_metadata(&dir).map(|m| m.uid()).ok();
             if owner == Some(0) {
                 // Made by an older boxd whose boxes ran as host root: hand
@@ -1097,8 +1149,21 @@ impl NamespaceEngine {
                     .map_err(|e| Error::Internal(e.to_string()))?
                     .map_err(|e| Error::io("hand the box's files to box root", e))?;
             }
+            self.own_files(record, &dir).await?;
         }
         Ok(Root::Dir(dir))
+    }
+
+    /// How the image's files (owned by the pool's first range) show in a
+    /// box with a range of its own: an idmapped mount of the one shared
+    /// copy, never a copy per box.
+    fn lower_ids(&self, record: &BoxRecord) -> Option<boot::LowerIds> {
+        let (from, to) = (self.ids.root(), self.ids_of(record).root());
+        (self.per_box_ids() && from != to).then_some(boot::LowerIds {
+            from,
+            to,
+            count: idmap::RANGE,
+        })
     }
 
     /// The warning for asked-for limits this host does not enforce.
@@ -1150,11 +1215,70 @@ impl NamespaceEngine {
     /// The box's id map: the daemon's, or (keep-id, user-run) the same
     /// host ids with box root and the keep-id user exchanged, so that the
     /// user's files are the keep-id user's.
-    fn ids_of(&self, spec: &crate::model::BoxSpec) -> IdMap {
+    ///
+    /// A root-run boxd gives each box a range of its own ([`slots`]).
+    fn ids_of(&self, record: &BoxRecord) -> IdMap {
+        let spec = &record.spec;
         match (self.swap_of(spec), spec.keep_id) {
             (Some(_), Some(k)) => self.ids.swapped(k.uid, k.gid),
+            _ if self.per_box_ids() => self.ids.for_slot(slots::of(&record.dir)),
             _ => self.ids.clone(),
         }
+    }
+
+    /// Whether each box gets a range of ids of its own: boxd is root and
+    /// its pool holds more than one range.
+    fn per_box_ids(&self) -> bool {
+        self.privileged && self.ids.slots > 1 && self.ids.writer == idmap::Writer::Direct
+    }
+
+    /// The name of this daemon's id pool in the host's slot registry.
+    fn pool(&self) -> String {
+        let (uid, gid) = self.ids.root();
+        format!("{uid}-{gid}")
+    }
+
+    /// Claims a range of ids for a new box (made, cloned or imported), and
+    /// records it in its directory.
+    fn claim_ids(&self, record: &BoxRecord) -> Result<()> {
+        if self.per_box_ids() {
+            slots::claim(
+                Path::new(slots::REGISTRY),
+                &self.pool(),
+                self.ids.slots,
+                &record.dir,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The box's files belong to another range of ids than the box's (a
+    /// clone's or an import's copy, a box made before boxes had ranges of
+    /// their own): moves them to the box's, once, before it starts.
+    async fn own_files(&self, record: &BoxRecord, dir: &Path) -> Result<()> {
+        let Some((from, to)) = self.files_to_move(record, dir) else {
+            return Ok(());
+        };
+        tracing::info!(box_name = %record.name, from = from.0, to = to.0, "moving the box's files to its own ids");
+        let dir = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || treecopy::shift_owners(&dir, from, to))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))?
+            .map(drop)
+            .map_err(|e| Error::io("move the box's files to its own ids", e))
+    }
+
+    /// The (uid, gid) of box root that the files under `dir` were made for,
+    /// and the box's, when they differ and both are ranges of the pool.
+    fn files_to_move(&self, record: &BoxRecord, dir: &Path) -> Option<((u32, u32), (u32, u32))> {
+        if !self.per_box_ids() {
+            return None;
+        }
+        let meta = std::fs::symlink_metadata(dir).ok()?;
+        let to = self.ids_of(record).root();
+        let from = (meta.uid(), meta.gid());
+        (self.ids.slot_of_uid(from.0).is_some() && idmap::ranges_apart(from, to))
+            .then_some((from, to))
     }
 
     /// The image's files as a keep-id box of a user-run boxd must see them

@@ -254,6 +254,9 @@ impl NamespaceEngine {
     ) -> Result<Created> {
         let (layout, live) = Layout::of(source)?;
         self.copyable(source, layout, "cloning it")?;
+        // The copy keeps the source's ids; they become the clone's own as
+        // it starts (`own_files`).
+        self.claim_ids(target)?;
         let made = async {
             self.copy_tree(
                 &live,

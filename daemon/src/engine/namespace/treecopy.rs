@@ -360,6 +360,86 @@ fn copy_plain(src: &File, out: &File, mut at: i64, to: i64) -> io::Result<()> {
     Ok(())
 }
 
+/// Moves the owners of the tree `dir` (a stopped box's own files) from one
+/// range of box ids to another: an owner `from.0 + n` (n < `RANGE`)
+/// becomes `to.0 + n`, a group `from.1 + n` becomes `to.1 + n`, any other
+/// owner (host root's overlay whiteouts) stays. By descriptor and never
+/// following a symlink, as the copy is; set-id bits, which a change of
+/// owner clears, are put back. What a box set of its own file
+/// capabilities (`security.capability`) goes with the old owner, as the
+/// kernel drops it on every change of owner.
+pub fn shift_owners(dir: &Path, from: (u32, u32), to: (u32, u32)) -> io::Result<u64> {
+    use super::idmap::RANGE;
+    let moved =
+        |id: u32, from: u32, to: u32| (id >= from && id - from < RANGE).then(|| to + (id - from));
+    let mut changed = 0u64;
+    let mut fix = |at: BorrowedFd<'_>, name: &CString, st: &FileStat| -> io::Result<()> {
+        let (uid, gid) = (
+            moved(st.st_uid, from.0, to.0),
+            moved(st.st_gid, from.1, to.1),
+        );
+        if uid.is_none() && gid.is_none() {
+            return Ok(());
+        }
+        nix::unistd::fchownat(
+            at,
+            name.as_c_str(),
+            uid.map(Into::into),
+            gid.map(Into::into),
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .map_err(io::Error::from)?;
+        let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+        if kind != SFlag::S_IFLNK && st.st_mode & 0o6000 != 0 {
+            // Nothing of the box runs while it is stopped: the name is
+            // the entry just changed.
+            nix::sys::stat::fchmodat(
+                at,
+                name.as_c_str(),
+                Mode::from_bits_truncate(st.st_mode & 0o7777),
+                nix::sys::stat::FchmodatFlags::FollowSymlink,
+            )
+            .map_err(io::Error::from)?;
+        }
+        changed += 1;
+        Ok(())
+    };
+    let root = nix::fcntl::open(dir, DIR, Mode::empty()).map_err(|e| with(dir, e))?;
+    let st = nix::sys::stat::fstat(root.as_fd()).map_err(io::Error::from)?;
+    let parent = nix::fcntl::open(dir.parent().unwrap_or(Path::new("/")), DIR, Mode::empty())
+        .map_err(|e| with(dir, e))?;
+    let base = CString::new(
+        dir.file_name()
+            .map(|n| n.as_bytes().to_vec())
+            .unwrap_or_else(|| b".".to_vec()),
+    )
+    .map_err(|_| io::Error::other("a NUL in the path"))?;
+    let mut todo = vec![root];
+    while let Some(d) = todo.pop() {
+        let mut names: Vec<CString> = Vec::new();
+        for entry in nix::dir::Dir::from_fd(d.try_clone()?).map_err(io::Error::from)? {
+            let entry = entry.map_err(io::Error::from)?;
+            let n = entry.file_name().to_bytes();
+            if n != b"." && n != b".." {
+                names.push(CString::new(n).expect("a directory entry has no NUL"));
+            }
+        }
+        for c in names {
+            let Ok(st) = fstatat(d.as_fd(), c.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            fix(d.as_fd(), &c, &st)?;
+            if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
+                && let Ok(sub) = openat(d.as_fd(), c.as_c_str(), DIR, Mode::empty())
+            {
+                todo.push(sub);
+            }
+        }
+    }
+    fix(parent.as_fd(), &base, &st)?;
+    Ok(changed)
+}
+
 /// Owner, mode, extended attributes and times of `src` onto `dst` (both
 /// open: a file or a directory).
 fn meta(src: &impl AsFd, dst: &impl AsFd, st: &FileStat, swap: Swap) -> io::Result<()> {

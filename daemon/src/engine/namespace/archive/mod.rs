@@ -217,8 +217,8 @@ fn helper_error(e: Error) -> Error {
 impl NamespaceEngine {
     /// How box-relative ids map to this daemon's, for archives
     /// ([`Owners::Keep`]: the work runs as box root, see [`helper_main`]).
-    fn archive_owners(&self) -> Result<Owners> {
-        Ok(super::ownership(&self.ids, self.privileged).owners)
+    fn archive_owners(&self, record: &BoxRecord) -> Result<Owners> {
+        Ok(super::ownership(&self.ids_of(record), self.privileged).owners)
     }
 
     /// Runs [`helper_main`] as box root with `args`.
@@ -235,7 +235,7 @@ impl NamespaceEngine {
     }
 
     pub(super) async fn export_impl(&self, record: &BoxRecord, path: &Path) -> Result<u64> {
-        let owners = self.archive_owners()?;
+        let owners = self.archive_owners(record)?;
         let (layout, files) = Layout::of(record)?;
         if layout == Layout::Disk {
             return Err(Error::Unimplemented(format!(
@@ -308,7 +308,8 @@ impl NamespaceEngine {
     }
 
     pub(super) async fn import_impl(&self, path: &Path, target: &BoxRecord) -> Result<Created> {
-        let owners = self.archive_owners()?;
+        self.claim_ids(target)?;
+        let owners = self.archive_owners(target)?;
         let manifest = read_manifest(path)?;
         if manifest.layout == Layout::Overlay && self.copies.is_some() {
             return Err(Error::FailedPrecondition(
