@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Two builds side by side, pair by pair (farm-bench --vs): an exec of
-# `true`, `boxctl cp` of a tree in and out, MCP copy_to_box/copy_from_box
+# `true`, `boxctl run --rm` with a mount, `boxctl cp` of a tree in and out, MCP copy_to_box/copy_from_box
 # (the official SDK's client, tests/mcp/agent.py copybench) and the ACP
 # proxy's fs calls (bench acp_fs). Each build runs its own boxd on a home
 # of its own; every box is removed before the daemons stop.
@@ -49,6 +49,9 @@ farm-bench -n "$runs" --vs "$(ctl old) cp $tree bench:/tmp/tree" -- $(ctl new) c
 echo "== cp the same tree out of the box (new vs old)"
 farm-bench -n "$runs" --vs "$(ctl old) cp bench:/tmp/tree $work/out-old/" -- $(ctl new) cp bench:/tmp/tree "$work/out-new/"
 
+echo "== run --rm with a mounted directory: create, start, exec, remove (new vs old)"
+mkdir -p "$work/proj"
+farm-bench -n "$runs" --vs "$(ctl old) run --rm -v $work/proj:/w $image true" -- $(ctl new) run --rm -v "$work/proj:/w" "$image" true
 echo "== MCP copy_to_box / copy_from_box of 4 KiB, 100 each, p50 ms"
 py=target/test-venvs/mcp/bin/python
 for side in old new; do

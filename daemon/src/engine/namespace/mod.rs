@@ -989,7 +989,7 @@ impl NamespaceEngine {
 
     /// Makes a directory owned by the root of the box of `record`.
     fn make_root_dir(&self, record: &BoxRecord, dir: &Path, mode: u32) -> Result<()> {
-        let (uid, gid) = self.ids_of(record).root();
+        let (uid, gid) = self.range_of(record).root();
         std::fs::create_dir(dir)
             .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)))
             .and_then(|()| std::os::unix::fs::lchown(dir, Some(uid), Some(gid)))
@@ -1011,7 +1011,7 @@ impl NamespaceEngine {
         std::fs::File::create(&image)
             .and_then(|f| f.set_len(gib << 30))
             .map_err(|e| Error::io(format!("create {}", image.display()), e))?;
-        let (uid, gid) = self.ids_of(record).root();
+        let (uid, gid) = self.range_of(record).root();
         let mke2fs = crate::host_programs::find_on_path("mke2fs")
             .or_else(|| {
                 ["/usr/sbin/mke2fs", "/sbin/mke2fs"]
@@ -1137,7 +1137,7 @@ impl NamespaceEngine {
         }
         let dir = rootfs(record);
         if self.privileged && self.ids.is_range() {
-            let (uid, gid) = self.ids_of(record).root();
+            let (uid, gid) = self.range_of(record).root();
             let owner = std::fs::symlink_metadata(&dir).map(|m| m.uid()).ok();
             if owner == Some(0) {
                 // Made by an older boxd whose boxes ran as host root: hand
@@ -1158,7 +1158,7 @@ impl NamespaceEngine {
     /// box with a range of its own: an idmapped mount of the one shared
     /// copy, never a copy per box.
     fn lower_ids(&self, record: &BoxRecord) -> Option<boot::LowerIds> {
-        let (from, to) = (self.ids.root(), self.ids_of(record).root());
+        let (from, to) = (self.ids.root(), self.range_of(record).root());
         (self.per_box_ids() && from != to).then_some(boot::LowerIds {
             from,
             to,
@@ -1221,8 +1221,17 @@ impl NamespaceEngine {
         let spec = &record.spec;
         match (self.swap_of(spec), spec.keep_id) {
             (Some(_), Some(k)) => self.ids.swapped(k.uid, k.gid),
-            _ if self.per_box_ids() => self.ids.for_slot(slots::of(&record.dir)),
-            _ => self.ids.clone(),
+            _ => self.range_of(record),
+        }
+    }
+
+    /// The box's range of host ids, keep-id aside: the daemon's map, or
+    /// (root-run) the box's own range of its pool. What owns the box's
+    /// files on the host.
+    fn range_of(&self, record: &BoxRecord) -> IdMap {
+        match self.per_box_ids() {
+            true => self.ids.for_slot(slots::of(&record.dir)),
+            false => self.ids.clone(),
         }
     }
 
@@ -1275,7 +1284,7 @@ impl NamespaceEngine {
             return None;
         }
         let meta = std::fs::symlink_metadata(dir).ok()?;
-        let to = self.ids_of(record).root();
+        let to = self.range_of(record).root();
         let from = (meta.uid(), meta.gid());
         (self.ids.slot_of_uid(from.0).is_some() && idmap::ranges_apart(from, to))
             .then_some((from, to))

@@ -218,7 +218,7 @@ impl NamespaceEngine {
     /// How box-relative ids map to this daemon's, for archives
     /// ([`Owners::Keep`]: the work runs as box root, see [`helper_main`]).
     fn archive_owners(&self, record: &BoxRecord) -> Result<Owners> {
-        Ok(super::ownership(&self.ids_of(record), self.privileged).owners)
+        Ok(super::ownership(&self.range_of(record), self.privileged).owners)
     }
 
     /// Runs [`helper_main`] as box root with `args`.
