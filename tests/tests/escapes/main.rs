@@ -9,3 +9,4 @@ mod acp_mounts;
 mod front_door;
 mod mcp_copies;
 mod printed;
+mod setid;
