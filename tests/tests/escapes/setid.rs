@@ -144,3 +144,43 @@ async fn a_box_leaves_no_set_id_file_on_a_host_mount() {
 
     remove(&mut c, "setid").await;
 }
+
+/// A Debian box still installs a package holding a setuid file (dpkg
+/// creates each file, then `fchmod`s it 4755 on the box's root), with no
+/// network: the package is built in the box with `dpkg-deb`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_debian_box_installs_a_package_with_a_setuid_file() {
+    let image = boxd_tests::agent::node_image();
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let spec = v1::BoxSpec {
+        image: image.to_string_lossy().into_owned(),
+        ..Default::default()
+    };
+    up(&mut c, "setid-deb", spec).await;
+    let out = run(
+        &mut c,
+        "setid-deb",
+        &[
+            "sh",
+            "-c",
+            "set -e; mkdir -p /tmp/pkg/DEBIAN /tmp/pkg/usr/local/bin \
+             && printf 'Package: setid-probe\\nVersion: 1.0\\nArchitecture: all\\nMaintainer: boxd <boxd@localhost>\\nDescription: a setuid file\\n' > /tmp/pkg/DEBIAN/control \
+             && cp /bin/true /tmp/pkg/usr/local/bin/setid-probe && chmod 4755 /tmp/pkg/usr/local/bin/setid-probe \
+             && dpkg-deb --root-owner-group --build /tmp/pkg /tmp/setid-probe.deb >/dev/null \
+             && dpkg -i /tmp/setid-probe.deb >/dev/null \
+             && stat -c '%U %a' /usr/local/bin/setid-probe",
+        ],
+    )
+    .await;
+    let text = out.stdout_str();
+    println!(
+        "dpkg -i of a package with a setuid file: exit {:?}, {} {}",
+        out.exit.code,
+        text.trim(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    assert_eq!(out.exit.code, Some(0), "{out:?}");
+    assert_eq!(text.trim(), "root 4755");
+    remove(&mut c, "setid-deb").await;
+}
