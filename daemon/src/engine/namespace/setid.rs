@@ -37,7 +37,7 @@
 //! mount). The supervisor does the call itself, on an object it holds:
 //! - `fchmod`: the process's own file description, taken with
 //!   `pidfd_getfd`;
-//! - a path: read from `/proc/TID/mem` (at most `PATH_MAX`, NUL-ended),
+//! - a path: read with `process_vm_readv` (at most `PATH_MAX`, NUL-ended),
 //!   then opened `O_PATH` with `openat2(RESOLVE_IN_ROOT)` beneath the
 //!   process's root (`/proc/TID/root`): `..` and symlinks, absolute ones
 //!   included, resolve as the kernel resolves them for that process and
@@ -714,18 +714,40 @@ fn last_errno() -> i32 {
 }
 
 /// The NUL-terminated path at `addr` in the process's memory, at most
-/// `PATH_MAX` bytes with its NUL.
+/// `PATH_MAX` bytes with its NUL. Read with `process_vm_readv` (a ptrace
+/// check only: a user-run supervisor may not open `/proc/TID/mem` of a
+/// box user's process, whose mode is 0600 for that user), one page at a
+/// time so that the string may end just before an unmapped page.
 fn read_path(tid: i32, addr: u64) -> Result<Vec<u8>, i32> {
-    use std::os::unix::fs::FileExt;
-    let mem = std::fs::File::open(format!("/proc/{tid}/mem")).map_err(errno)?;
+    const PAGE: u64 = 4096;
     let max = libc::PATH_MAX as usize;
     let mut buf = vec![0u8; max];
-    let mut have = 0;
+    let mut have = 0usize;
     while have < max {
-        let n = match mem.read_at(&mut buf[have..], addr + have as u64) {
-            Ok(0) | Err(_) => return Err(libc::EFAULT),
-            Ok(n) => n,
+        let at = addr.checked_add(have as u64).ok_or(libc::EFAULT)?;
+        let len = ((PAGE - at % PAGE) as usize).min(max - have);
+        let local = libc::iovec {
+            iov_base: buf[have..].as_mut_ptr().cast(),
+            iov_len: len,
         };
+        let remote = libc::iovec {
+            iov_base: at as *mut libc::c_void,
+            iov_len: len,
+        };
+        // SAFETY: reads into our own buffer, `len` bytes within it.
+        let n = unsafe { libc::process_vm_readv(tid, &local, 1, &remote, 1, 0) };
+        if n <= 0 {
+            return Err(if n == 0 {
+                libc::EFAULT
+            } else {
+                match last_errno() {
+                    libc::EFAULT => libc::EFAULT,
+                    libc::ESRCH => libc::ESRCH,
+                    _ => libc::EPERM,
+                }
+            });
+        }
+        let n = n as usize;
         if let Some(end) = buf[have..have + n].iter().position(|&b| b == 0) {
             buf.truncate(have + end);
             return Ok(buf);
