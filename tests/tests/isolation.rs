@@ -182,22 +182,41 @@ async fn box_root_is_never_host_root() {
         before.permissions().mode()
     );
 
-    // A setuid file left in a writable mount belongs to the mount's owner
-    // on the host, never to root.
-    sh(
+    // No setuid file can be left in a writable mount (on the host it would
+    // run as its owner for anyone): the chmod is refused, and the copy
+    // stays an ordinary file of the mount's owner, never root's.
+    let out = run(
         &mut c,
         "iso-root",
-        "cp /bin/busybox /workspace/suid && chmod 4755 /workspace/suid",
+        &[
+            "sh",
+            "-c",
+            "cp /bin/busybox /workspace/suid && chmod 4755 /workspace/suid",
+        ],
     )
     .await;
+    let err = String::from_utf8_lossy(&out.stderr);
     use std::os::unix::fs::MetadataExt;
     let made = std::fs::metadata(project.path().join("suid")).unwrap();
     println!(
-        "setuid file made in /workspace: host owner {} mode {:o}",
+        "setuid file asked for in /workspace: exit {:?} ({}); host owner {} mode {:o}",
+        out.exit.code,
+        err.trim(),
         made.uid(),
         made.mode() & 0o7777
     );
-    assert_ne!(made.uid(), 0, "a box made a setuid-root file on the host");
+    assert_ne!(
+        out.exit.code,
+        Some(0),
+        "chmod 4755 in a host mount: {out:?}"
+    );
+    assert!(err.contains("Operation not permitted"), "{err}");
+    assert_eq!(
+        made.mode() & 0o6000,
+        0,
+        "a box left a set-id file on the host"
+    );
+    assert_ne!(made.uid(), 0, "a box made a root file on the host");
     assert_eq!(made.uid(), std::fs::metadata(project.path()).unwrap().uid());
 
     // Root's own files, mounted: box root cannot write them (as root) at

@@ -9,4 +9,5 @@ mod acp_mounts;
 mod front_door;
 mod mcp_copies;
 mod printed;
+mod setid;
 mod shared_ids;

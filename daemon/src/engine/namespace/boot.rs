@@ -186,6 +186,12 @@ fn boot(plan: &Plan, channel: &mut UnixStream) -> Result<std::convert::Infallibl
         .map(CString::new)
         .collect::<Result<_, _>>()
         .map_err(|_| "a NUL byte in bubblewrap's arguments".to_owned())?;
+    // The set-id filter ([`super::setid`]), for bubblewrap and everything
+    // it starts: box root may install it (CAP_SYS_ADMIN in its own
+    // namespace); its listener goes to the supervisor, never into the box.
+    let listener = super::setid::install(&super::setid::program())
+        .map_err(|e| format!("install the set-id seccomp filter: errno {e}"))?;
+    super::setid::pass_boot_listener(listener)?;
     // The channel closes as bubblewrap starts: nothing in the box may
     // hold it.
     // SAFETY: fcntl on our own descriptor.

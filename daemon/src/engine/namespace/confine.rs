@@ -233,12 +233,17 @@ pub fn program_bytes(program: &BpfProgram) -> Vec<u8> {
 
 /// Keeps only the capabilities in `keep` (bounding, effective, permitted;
 /// none inheritable or ambient), sets `no_new_privs` and installs the
-/// filters: a box's zygote does this to itself before it forks any
+/// filters, the set-id one last ([`super::setid`]), whose listener it
+/// returns: a box's zygote does this to itself before it forks any
 /// command. Only raw system calls.
 ///
 /// Returns the step that failed (see [`step_message`]), so the exec fails
 /// closed rather than running unconfined.
-pub fn confine(filters: &Filters, keep: u64) -> Result<(), i32> {
+pub fn confine(
+    filters: &Filters,
+    setid: &[libc::sock_filter],
+    keep: u64,
+) -> Result<std::os::fd::OwnedFd, i32> {
     // SAFETY: prctl/syscall with plain integer arguments and pointers to
     // live, correctly laid-out structures.
     unsafe {
@@ -271,6 +276,7 @@ pub fn confine(filters: &Filters, keep: u64) -> Result<(), i32> {
                 return Err(STEP_SECCOMP);
             }
         }
+        let listener = super::setid::install(setid).map_err(|_| STEP_SETID)?;
         // _LINUX_CAPABILITY_VERSION_3: two 32-bit halves.
         let header = CapHeader {
             version: 0x2008_0522,
@@ -285,8 +291,8 @@ pub fn confine(filters: &Filters, keep: u64) -> Result<(), i32> {
         if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
             return Err(STEP_CAPSET);
         }
+        Ok(listener)
     }
-    Ok(())
 }
 
 /// Failed steps of [`confine`], numbered apart from errno values.
@@ -294,6 +300,7 @@ const STEP_BOUNDING: i32 = 10_001;
 const STEP_NO_NEW_PRIVS: i32 = 10_002;
 const STEP_SECCOMP: i32 = 10_003;
 const STEP_CAPSET: i32 = 10_004;
+const STEP_SETID: i32 = 10_005;
 /// The working directory does not exist (or is no directory).
 pub const STEP_CHDIR: i32 = 10_006;
 /// Switching to the exec's user (`setgroups`, `setgid`, `setuid`) failed.
@@ -307,6 +314,7 @@ pub fn step_message(step: i32) -> Option<&'static str> {
         STEP_NO_NEW_PRIVS => "setting no_new_privs",
         STEP_SECCOMP => "installing the seccomp filter",
         STEP_CAPSET => "clearing the capability sets",
+        STEP_SETID => "installing the set-id seccomp filter",
         _ => return None,
     })
 }

@@ -38,6 +38,7 @@ pub mod idmap;
 pub mod nsexec;
 pub mod options;
 mod sandbox;
+mod setid;
 mod slots;
 mod snapshots;
 pub mod supervisor;

@@ -91,6 +91,10 @@ pub enum Reply {
     Connected,
     /// `(pid, exit code, signal)`.
     Exit(i32, Option<i32>, Option<i32>),
+    /// The listener of the set-id filter the zygote confined itself with
+    /// ([`super::setid`]) comes with this reply, sent once, right after
+    /// [`Reply::Ready`] and before any command exists.
+    Listener,
 }
 
 /// Where the zygote finds the box: the first packet it reads. The
@@ -334,12 +338,17 @@ fn serve(args: &[OsString], sock: &OwnedFd) -> std::result::Result<(), String> {
     // (box root's few capabilities, `no_new_privs`, the seccomp filter):
     // every command it forks is born confined, with no step of its own.
     let filters = super::confine::filters()?;
-    super::confine::confine(filters, super::confine::BOX_ROOT_CAPS).map_err(|step| {
-        format!(
-            "confining the zygote: {}",
-            super::confine::step_message(step).unwrap_or("failed")
-        )
-    })?;
+    let setid = super::setid::program();
+    let listener = super::confine::confine(filters, &setid, super::confine::BOX_ROOT_CAPS)
+        .map_err(|step| {
+            format!(
+                "confining the zygote: {}",
+                super::confine::step_message(step).unwrap_or("failed")
+            )
+        })?;
+    // The supervisor serves it; no command ever holds it.
+    reply_with(sock, &Reply::Listener, &[listener.as_raw_fd()])?;
+    drop(listener);
     // Where each command was found last (PATH, name → path): tried first.
     let mut found: std::collections::HashMap<(String, String), CString> = Default::default();
 

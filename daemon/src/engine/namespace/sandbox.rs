@@ -38,6 +38,9 @@ pub struct Sandbox {
     /// Host pid of the box's init once it runs (the same process as
     /// `pid1`): execs join its namespaces and root.
     pub pid: i32,
+    /// The listener of the set-id filter the boot helper installed before
+    /// it became bubblewrap ([`super::setid`]), for the supervisor to serve.
+    pub setid: Option<OwnedFd>,
 }
 
 /// Where a supervisor finds the daemon's init memfd ([`init_memfd`]).
@@ -270,7 +273,15 @@ impl Sandbox {
             program_memfd(&filters.clone3)?,
             program_memfd(&filters.deny)?,
         ];
+        let (setid_r, setid_w) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::SeqPacket,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| Error::io("socketpair", e.into()))?;
         let mut helper = Helper::new(boot::HELPER_ARG)?;
+        helper.pass(setid_w.as_raw_fd(), super::setid::BOOT_FD);
         helper.pass(init.as_raw_fd(), INIT_FD);
         helper.pass(info_w.as_raw_fd(), INFO_FD);
         helper.pass(seccomp[0].as_raw_fd(), SECCOMP_FDS[0]);
@@ -285,7 +296,7 @@ impl Sandbox {
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
         let booted = boot(helper, idmap, Some((cgroup, zygote)), warnings).await;
-        drop((info_w, ready_w, seccomp));
+        drop((info_w, ready_w, seccomp, setid_w));
         let mut child = match booted {
             Ok(child) => child,
             Err((child, e)) => {
@@ -294,6 +305,13 @@ impl Sandbox {
                 }
                 return Err(e.into());
             }
+        };
+        // Passed before bubblewrap ran, so here once the channel closed.
+        let Some(setid) = super::setid::take_boot_listener(&setid_r) else {
+            let _ = child.kill().await;
+            return Err(Error::Engine(
+                "the box could not start: its boot helper passed no set-id listener".into(),
+            ));
         };
         let stderr = Tail::collect(child.stderr.take().expect("stderr is piped"), box_name);
 
@@ -335,6 +353,7 @@ impl Sandbox {
             ended,
             pid1,
             pid: init_pid,
+            setid: Some(setid),
         })
     }
 

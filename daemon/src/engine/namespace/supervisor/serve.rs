@@ -117,7 +117,7 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
         }
     };
     let mut warnings = Vec::new();
-    let sandbox = match Sandbox::start(
+    let mut sandbox = match Sandbox::start(
         &start.plan,
         &start.ids,
         &start.cgroup,
@@ -134,6 +134,15 @@ async fn supervise(start: Start, channel: std::os::unix::net::UnixStream) -> i32
         }
     };
     let (pid1, init) = (sandbox.pid1, sandbox.pid);
+    if let Some(listener) = sandbox.setid.take()
+        && let Err(e) = super::super::setid::serve(listener, init, "boot")
+    {
+        sandbox.stop(true).await;
+        tell(&failed(Error::Engine(format!(
+            "cannot serve the box's set-id listener: {e}"
+        ))));
+        return 1;
+    }
     let set_up = async {
         let port = start
             .egress
@@ -751,6 +760,16 @@ impl Zygote {
                             let _ = p.send(Spawned::Fail(code, msg));
                         }
                     }
+                    ZReply::Listener => match fd {
+                        Some(fd) => {
+                            if let Err(e) = super::super::setid::serve(fd, box_init, "zygote") {
+                                // Dropped: the filter's calls then fail
+                                // (ENOSYS), never pass unchecked.
+                                tracing::warn!("cannot serve the zygote's set-id listener: {e}");
+                            }
+                        }
+                        None => tracing::warn!("the zygote's set-id listener did not come"),
+                    },
                     ZReply::Exit(pid, code, signal) => {
                         if let Some(tx) = exits.lock().expect("zygote").remove(&pid) {
                             let _ = tx.send(ExitStatus {
