@@ -508,6 +508,24 @@ impl Daemon {
     }
 }
 
+/// The host pid of a process one of whose arguments is `word` (a box's
+/// `sleep 31338`, seen from the host), waiting up to 4 s for it to appear.
+pub fn host_process(word: &str) -> Option<u32> {
+    for _ in 0..200 {
+        for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if cmdline.split(|b| *b == 0).any(|w| w == word.as_bytes()) {
+                return Some(pid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
 /// A box spec from the busybox image.
 pub fn busybox_spec() -> v1::BoxSpec {
     v1::BoxSpec {

@@ -129,7 +129,7 @@ async fn box_root_is_never_host_root() {
     }
     // A process of box root, seen from the host.
     sh(&mut c, "iso-root", "sleep 31338 >/dev/null 2>&1 &").await;
-    let host_pid = find_host_process("31338").expect("the box's sleep, seen from the host");
+    let host_pid = host_process("31338").expect("the box's sleep, seen from the host");
     let status = std::fs::read_to_string(format!("/proc/{host_pid}/status")).unwrap();
     let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
     println!(
@@ -247,23 +247,6 @@ async fn box_root_is_never_host_root() {
         );
         assert!(!root_dir.path().join("x").exists());
     }
-}
-
-/// A host pid whose command line contains `marker`.
-fn find_host_process(marker: &str) -> Option<u32> {
-    for _ in 0..100 {
-        for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            if String::from_utf8_lossy(&cmdline).contains(marker) {
-                return Some(pid);
-            }
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    None
 }
 
 #[tokio::test(flavor = "multi_thread")]

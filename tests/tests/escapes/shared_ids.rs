@@ -7,31 +7,19 @@ use std::os::unix::fs::MetadataExt;
 
 use boxd_tests::*;
 
-/// The host uid of a process whose command line holds `marker`.
+/// The host pid and uid of the box process one of whose arguments is
+/// `marker`.
 fn host_process(marker: &str) -> (u32, u32) {
-    for _ in 0..200 {
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            if String::from_utf8_lossy(&cmdline)
-                .split('\0')
-                .any(|w| w == marker)
-            {
-                let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-                let uid = status
-                    .lines()
-                    .find(|l| l.starts_with("Uid:"))
-                    .and_then(|l| l.split_whitespace().nth(1))
-                    .and_then(|u| u.parse().ok())
-                    .unwrap();
-                return (pid, uid);
-            }
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    panic!("no host process runs {marker}");
+    let pid =
+        boxd_tests::host_process(marker).unwrap_or_else(|| panic!("no host process runs {marker}"));
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let uid = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|u| u.parse().ok())
+        .unwrap();
+    (pid, uid)
 }
 
 /// Whether a process of host uid `uid` may signal `pid` (signal 0), tried

@@ -32,6 +32,7 @@ mod confine;
 mod copy;
 mod disk_cache;
 pub mod egress;
+mod fdpass;
 mod finish;
 pub mod helper;
 pub mod idmap;
@@ -557,14 +558,15 @@ impl Engine for NamespaceEngine {
             // and its files move there (`root_of`).
             self.claim_ids(record)?;
         }
-        let root = self.root_of(record).await?;
+        let box_range = self.range_of(record);
+        let root = self.root_of(record, &box_range).await?;
         let hosts = match record.spec.allow_net.is_empty() {
             true => None,
             false => Some(egress::hosts_file(&record.dir)?),
         };
         self.keep_id_possible(&record.spec)?;
         let (privileged, range) = (self.privileged, self.ids.is_range());
-        let ids = self.ids_of(record);
+        let ids = self.ids_of(&record.spec, box_range);
         let box_root = ids.root();
         let as_box = record.spec.keep_id.map_or((0, 0), |k| (k.uid, k.gid));
         // Boxd as root idmaps every mount: its ordinary owner, or (root's
@@ -1098,9 +1100,10 @@ impl NamespaceEngine {
         })
     }
 
-    /// The box's root: its overlay over the image, or its own copy (made
+    /// The box's root (its files owned by `range`, the box's ids): its
+    /// overlay over the image, or its own copy (made
     /// before boxd used overlays, or where they cannot be mounted).
-    async fn root_of(&self, record: &BoxRecord) -> Result<Root> {
+    async fn root_of(&self, record: &BoxRecord, range: &IdMap) -> Result<Root> {
         let image = disk_image(record);
         if upper(record).is_dir() || image.is_file() {
             if let Some(why) = &self.copies {
@@ -1112,7 +1115,7 @@ impl NamespaceEngine {
                 .images
                 .for_start(&record.image_digest, &record.spec.image)
                 .await?;
-            let lower_ids = self.lower_ids(record);
+            let lower_ids = self.lower_ids(range);
             if image.is_file() {
                 let at = record.dir.join("disk");
                 return Ok(Root::Overlay {
@@ -1127,7 +1130,7 @@ impl NamespaceEngine {
                 Some(swap) => self.keep_id_lower(&lower, swap).await?,
                 None => lower,
             };
-            self.own_files(record, &upper(record)).await?;
+            self.own_files(record, &upper(record), range.root()).await?;
             return Ok(Root::Overlay {
                 lower,
                 upper: upper(record),
@@ -1138,7 +1141,7 @@ impl NamespaceEngine {
         }
         let dir = rootfs(record);
         if self.privileged && self.ids.is_range() {
-            let (uid, gid) = self.range_of(record).root();
+            let (uid, gid) = range.root();
             let owner = std::fs::symlink_metadata(&dir).map(|m| m.uid()).ok();
             if owner == Some(0) {
                 // Made by an older boxd whose boxes ran as host root: hand
@@ -1150,7 +1153,7 @@ impl NamespaceEngine {
                     .map_err(|e| Error::Internal(e.to_string()))?
                     .map_err(|e| Error::io("hand the box's files to box root", e))?;
             }
-            self.own_files(record, &dir).await?;
+            self.own_files(record, &dir, range.root()).await?;
         }
         Ok(Root::Dir(dir))
     }
@@ -1158,8 +1161,8 @@ impl NamespaceEngine {
     /// How the image's files (owned by the pool's first range) show in a
     /// box with a range of its own: an idmapped mount of the one shared
     /// copy, never a copy per box.
-    fn lower_ids(&self, record: &BoxRecord) -> Option<boot::LowerIds> {
-        let (from, to) = (self.ids.root(), self.range_of(record).root());
+    fn lower_ids(&self, range: &IdMap) -> Option<boot::LowerIds> {
+        let (from, to) = (self.ids.root(), range.root());
         (self.per_box_ids() && from != to).then_some(boot::LowerIds {
             from,
             to,
@@ -1218,11 +1221,10 @@ impl NamespaceEngine {
     /// user's files are the keep-id user's.
     ///
     /// A root-run boxd gives each box a range of its own ([`slots`]).
-    fn ids_of(&self, record: &BoxRecord) -> IdMap {
-        let spec = &record.spec;
+    fn ids_of(&self, spec: &crate::model::BoxSpec, range: IdMap) -> IdMap {
         match (self.swap_of(spec), spec.keep_id) {
             (Some(_), Some(k)) => self.ids.swapped(k.uid, k.gid),
-            _ => self.range_of(record),
+            _ => range,
         }
     }
 
@@ -1262,13 +1264,21 @@ impl NamespaceEngine {
         Ok(())
     }
 
-    /// The box's files belong to another range of ids than the box's (a
-    /// clone's or an import's copy, a box made before boxes had ranges of
-    /// their own): moves them to the box's, once, before it starts.
-    async fn own_files(&self, record: &BoxRecord, dir: &Path) -> Result<()> {
-        let Some((from, to)) = self.files_to_move(record, dir) else {
+    /// The box's files belong to another range of the pool than the box's
+    /// (`to`, its box root's uid and gid): a clone's or an import's copy,
+    /// a box made before boxes had ranges of their own. Moves them to the
+    /// box's, once, before it starts.
+    async fn own_files(&self, record: &BoxRecord, dir: &Path, to: (u32, u32)) -> Result<()> {
+        if !self.per_box_ids() {
+            return Ok(());
+        }
+        let Ok(meta) = std::fs::symlink_metadata(dir) else {
             return Ok(());
         };
+        let from = (meta.uid(), meta.gid());
+        if self.ids.slot_of_uid(from.0).is_none() || !idmap::ranges_apart(from, to) {
+            return Ok(());
+        }
         tracing::info!(box_name = %record.name, from = from.0, to = to.0, "moving the box's files to its own ids");
         let dir = dir.to_path_buf();
         tokio::task::spawn_blocking(move || treecopy::shift_owners(&dir, from, to))
@@ -1276,19 +1286,6 @@ impl NamespaceEngine {
             .map_err(|e| Error::Internal(e.to_string()))?
             .map(drop)
             .map_err(|e| Error::io("move the box's files to its own ids", e))
-    }
-
-    /// The (uid, gid) of box root that the files under `dir` were made for,
-    /// and the box's, when they differ and both are ranges of the pool.
-    fn files_to_move(&self, record: &BoxRecord, dir: &Path) -> Option<((u32, u32), (u32, u32))> {
-        if !self.per_box_ids() {
-            return None;
-        }
-        let meta = std::fs::symlink_metadata(dir).ok()?;
-        let to = self.range_of(record).root();
-        let from = (meta.uid(), meta.gid());
-        (self.ids.slot_of_uid(from.0).is_some() && idmap::ranges_apart(from, to))
-            .then_some((from, to))
     }
 
     /// The image's files as a keep-id box of a user-run boxd must see them

@@ -150,53 +150,25 @@ pub fn send(sock: &impl AsFd, request: &Request, fds: &[RawFd]) -> Result<()> {
 }
 
 fn send_json(sock: &impl AsFd, message: &impl Serialize, fds: &[RawFd]) -> Result<()> {
-    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     let body = serde_json::to_vec(message).map_err(|e| Error::Internal(e.to_string()))?;
     if body.len() > MAX_PACKET {
         return Err(Error::InvalidArgument(
             "the command and its environment exceed 1 MiB".into(),
         ));
     }
-    let iov = [std::io::IoSlice::new(&body)];
-    let rights = [ControlMessage::ScmRights(fds)];
-    let cmsg: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
-    sendmsg::<()>(
-        sock.as_fd().as_raw_fd(),
-        &iov,
-        cmsg,
-        MsgFlags::empty(),
-        None,
-    )
-    .map_err(|e| Error::io("send to the box's zygote", e.into()))?;
+    super::fdpass::send(sock, &body, fds)
+        .map_err(|e| Error::io("send to the box's zygote", e.into()))?;
     Ok(())
 }
 
 /// Reads one reply and the descriptor it carries, if any; `None` when the
 /// zygote is gone (or on `EAGAIN`, as `Err(WouldBlock)`).
 pub fn receive(sock: &impl AsFd) -> std::io::Result<Option<(Reply, Option<OwnedFd>)>> {
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     let mut buf = [0u8; 4096];
-    let mut cmsg = nix::cmsg_space!([RawFd; 1]);
-    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
-    let msg = recvmsg::<()>(
-        sock.as_fd().as_raw_fd(),
-        &mut iov,
-        Some(&mut cmsg),
-        MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .map_err(std::io::Error::from)?;
-    let mut fd = None;
-    for c in msg.cmsgs().into_iter().flatten() {
-        if let ControlMessageOwned::ScmRights(list) = c {
-            for raw in list {
-                // SAFETY: a descriptor just received, owned by nobody else
-                // (any beyond the first is closed here).
-                let owned = unsafe { OwnedFd::from_raw_fd(raw) };
-                fd.get_or_insert(owned);
-            }
-        }
-    }
-    let n = msg.bytes;
+    // Any descriptor beyond the first is closed here.
+    let (n, fds) = super::fdpass::receive(sock, &mut buf, nix::sys::socket::MsgFlags::MSG_DONTWAIT)
+        .map_err(std::io::Error::from)?;
+    let fd = fds.into_iter().next();
     if n == 0 {
         return Ok(None);
     }
@@ -406,13 +378,8 @@ fn reply_to(sock: &OwnedFd, reply: &Reply) -> std::result::Result<(), String> {
 
 /// A reply with descriptors passed along.
 fn reply_with(sock: &OwnedFd, reply: &Reply, fds: &[RawFd]) -> std::result::Result<(), String> {
-    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     let body = serde_json::to_vec(reply).map_err(|e| e.to_string())?;
-    let iov = [std::io::IoSlice::new(&body)];
-    let rights = [ControlMessage::ScmRights(fds)];
-    let cmsg: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
-    sendmsg::<()>(sock.as_raw_fd(), &iov, cmsg, MsgFlags::empty(), None)
-        .map_err(|e| format!("send: {e}"))?;
+    super::fdpass::send(sock, &body, fds).map_err(|e| format!("send: {e}"))?;
     Ok(())
 }
 
@@ -479,35 +446,10 @@ enum Received {
 
 /// One request and its descriptors (a spawn's three).
 fn receive_request(sock: &OwnedFd, buf: &mut [u8]) -> std::result::Result<Received, String> {
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-    let mut cmsg = nix::cmsg_space!([RawFd; 3]);
-    let (n, fds) = {
-        let mut iov = [std::io::IoSliceMut::new(buf)];
-        let msg = match recvmsg::<()>(
-            sock.as_raw_fd(),
-            &mut iov,
-            Some(&mut cmsg),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        ) {
-            Ok(m) => m,
-            Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => {
-                return Ok(Received::Nothing);
-            }
-            Err(e) => return Err(format!("recvmsg: {e}")),
-        };
-        let mut fds: Vec<OwnedFd> = Vec::new();
-        if let Ok(cmsgs) = msg.cmsgs() {
-            for c in cmsgs {
-                if let ControlMessageOwned::ScmRights(list) = c {
-                    // SAFETY: descriptors just received, owned by nobody else.
-                    fds.extend(
-                        list.into_iter()
-                            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
-                    );
-                }
-            }
-        }
-        (msg.bytes, fds)
+    let (n, fds) = match super::fdpass::receive(sock, buf, nix::sys::socket::MsgFlags::empty()) {
+        Ok(received) => received,
+        Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => return Ok(Received::Nothing),
+        Err(e) => return Err(format!("recvmsg: {e}")),
     };
     if n == 0 {
         return Ok(Received::Eof);

@@ -346,47 +346,20 @@ pub fn install(program: &[libc::sock_filter]) -> Result<OwnedFd, i32> {
 /// In the boot helper: passes `listener` to the supervisor on
 /// [`BOOT_FD`], then closes both.
 pub fn pass_boot_listener(listener: OwnedFd) -> Result<(), String> {
-    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     // SAFETY: the supervisor placed the socket at this number for us.
     let sock = unsafe { OwnedFd::from_raw_fd(BOOT_FD) };
-    let fds = [listener.as_raw_fd()];
-    let iov = [std::io::IoSlice::new(b"L")];
-    sendmsg::<()>(
-        sock.as_raw_fd(),
-        &iov,
-        &[ControlMessage::ScmRights(&fds)],
-        MsgFlags::empty(),
-        None,
-    )
-    .map_err(|e| format!("pass the set-id listener: {e}"))?;
+    super::fdpass::send(&sock, b"L", &[listener.as_raw_fd()])
+        .map_err(|e| format!("pass the set-id listener: {e}"))?;
     Ok(())
 }
 
 /// In the supervisor: the listener the boot helper passed on `sock`, if
 /// it did.
 pub fn take_boot_listener(sock: &OwnedFd) -> Option<OwnedFd> {
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     let mut buf = [0u8; 1];
-    let mut cmsg = nix::cmsg_space!([RawFd; 1]);
-    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
-    let msg = recvmsg::<()>(
-        sock.as_raw_fd(),
-        &mut iov,
-        Some(&mut cmsg),
-        MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .ok()?;
-    let mut out = None;
-    for c in msg.cmsgs().into_iter().flatten() {
-        if let ControlMessageOwned::ScmRights(list) = c {
-            for raw in list {
-                // SAFETY: a descriptor just received, owned by nobody else.
-                let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-                out.get_or_insert(fd);
-            }
-        }
-    }
-    out
+    let (_, fds) =
+        super::fdpass::receive(sock, &mut buf, nix::sys::socket::MsgFlags::MSG_DONTWAIT).ok()?;
+    fds.into_iter().next()
 }
 
 // ---------------------------------------------------------------------------
