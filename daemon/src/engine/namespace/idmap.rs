@@ -49,6 +49,24 @@ pub struct Extent {
     pub count: u32,
 }
 
+impl Extent {
+    /// The lines of a `uid_map`/`gid_map` as a process reads them
+    /// (`inside outside count`); a line that is not three ids is skipped.
+    pub fn parse_map(text: &str) -> Vec<Extent> {
+        text.lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace().map(|w| w.parse::<u32>().ok());
+                let e = Extent {
+                    inside: w.next()??,
+                    outside: w.next()??,
+                    count: w.next()??,
+                };
+                w.next().is_none().then_some(e)
+            })
+            .collect()
+    }
+}
+
 /// How the maps of a new user namespace get written.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Writer {
@@ -540,16 +558,18 @@ fn sub_range(file: &str, user: &str, uid: u32) -> Option<(u32, u32)> {
 /// Whether host ids `start..start+count` all exist in this process's user
 /// namespace (its `uid_map`/`gid_map` text).
 fn mapped(own: &str, start: u32, count: u32) -> bool {
-    own.lines().any(|line| {
-        let v: Vec<u64> = line
-            .split_whitespace()
-            .filter_map(|w| w.parse().ok())
-            .collect();
-        // Lines are "inside outside count"; ids as this process sees them
-        // are the "inside" column.
-        matches!(v[..], [inside, _, n] if u64::from(start) >= inside
-            && u64::from(start) + u64::from(count) <= inside + n)
+    // Ids as this process sees them are the "inside" column.
+    Extent::parse_map(own).iter().any(|e| {
+        u64::from(start) >= u64::from(e.inside)
+            && u64::from(start) + u64::from(count) <= u64::from(e.inside) + u64::from(e.count)
     })
+}
+
+/// Whether `extents` send some id of their namespace to host id `id`.
+pub fn maps_host_id(extents: &[Extent], id: u32) -> bool {
+    extents
+        .iter()
+        .any(|e| id >= e.outside && id - e.outside < e.count)
 }
 
 #[cfg(test)]

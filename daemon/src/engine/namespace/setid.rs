@@ -84,6 +84,8 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+use super::idmap::{Extent, maps_host_id};
+
 /// Where the boot helper finds the socket on which it passes its listener
 /// to the supervisor (closed before bubblewrap runs).
 pub const BOOT_FD: RawFd = 15;
@@ -404,31 +406,6 @@ impl Caller {
     }
 }
 
-/// A user namespace's id map as its lines read from the host (`inside
-/// outside count`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IdMap(Vec<(u32, u32, u32)>);
-
-impl IdMap {
-    pub fn parse(text: &str) -> IdMap {
-        IdMap(
-            text.lines()
-                .filter_map(|l| {
-                    let mut w = l.split_whitespace().map(|w| w.parse::<u32>().ok());
-                    Some((w.next()??, w.next()??, w.next()??))
-                })
-                .collect(),
-        )
-    }
-
-    /// Whether host id `id` is one of the namespace's.
-    pub fn maps(&self, id: u32) -> bool {
-        self.0
-            .iter()
-            .any(|&(_, outside, count)| id >= outside && u64::from(id - outside) < u64::from(count))
-    }
-}
-
 /// The file as the supervisor sees it (host ids).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct File {
@@ -446,13 +423,13 @@ pub fn decide(
     caller: &Caller,
     file: &File,
     asked: u32,
-    uids: &IdMap,
-    gids: &IdMap,
+    uids: &[Extent],
+    gids: &[Extent],
 ) -> Result<u32, i32> {
     if file.symlink {
         return Err(libc::EOPNOTSUPP);
     }
-    let boxed = uids.maps(file.uid) && gids.maps(file.gid);
+    let boxed = maps_host_id(uids, file.uid) && maps_host_id(gids, file.gid);
     if caller.fsuid != file.uid && !(caller.has(CAP_FOWNER) && boxed) {
         return Err(libc::EPERM);
     }
@@ -474,8 +451,8 @@ struct TheBox {
     root_mnt: u64,
     userns: OwnedFd,
     userns_ino: u64,
-    uids: IdMap,
-    gids: IdMap,
+    uids: Vec<Extent>,
+    gids: Vec<Extent>,
     _root: OwnedFd,
 }
 
@@ -489,8 +466,8 @@ impl TheBox {
             root_mnt,
             userns,
             userns_ino,
-            uids: IdMap::parse(&std::fs::read_to_string(format!("/proc/{init}/uid_map"))?),
-            gids: IdMap::parse(&std::fs::read_to_string(format!("/proc/{init}/gid_map"))?),
+            uids: Extent::parse_map(&std::fs::read_to_string(format!("/proc/{init}/uid_map"))?),
+            gids: Extent::parse_map(&std::fs::read_to_string(format!("/proc/{init}/gid_map"))?),
             _root: root,
         })
     }
@@ -1038,8 +1015,8 @@ mod tests {
         }
     }
 
-    fn maps() -> (IdMap, IdMap) {
-        let m = IdMap::parse("0 100000 65536\n");
+    fn maps() -> (Vec<Extent>, Vec<Extent>) {
+        let m = Extent::parse_map("0 100000 65536\n");
         (m.clone(), m)
     }
 
@@ -1129,9 +1106,10 @@ mod tests {
                 cap_eff: 0x18,
             })
         );
-        let m = IdMap::parse("         0     100000          1\n  1  300000 65535\n");
-        assert!(m.maps(100_000) && m.maps(300_000) && m.maps(365_534));
-        assert!(!m.maps(100_001) && !m.maps(365_535) && !m.maps(0));
+        let m = Extent::parse_map("         0     100000          1\n  1  300000 65535\n");
+        let maps = |id| maps_host_id(&m, id);
+        assert!(maps(100_000) && maps(300_000) && maps(365_534));
+        assert!(!maps(100_001) && !maps(365_535) && !maps(0));
     }
 
     /// The kernel takes the program: a child under it has its set-id
