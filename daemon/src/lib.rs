@@ -8,7 +8,7 @@ pub mod authority;
 pub mod config;
 pub mod discovery;
 pub mod doctor;
-pub mod egress;
+pub use boxd_egress as egress;
 pub mod engine;
 pub mod error;
 pub mod exec_log;

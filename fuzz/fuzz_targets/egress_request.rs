@@ -7,7 +7,7 @@
 //! a secret's value is never added to a request for a host not its own.
 #![no_main]
 
-use boxd::egress::{AllowList, BodyPlan, Plan, Rules, Secret, Secrets, fuzzing};
+use boxd_egress::{AllowList, BodyPlan, Plan, Rules, Secret, Secrets, fuzzing};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 
@@ -189,7 +189,7 @@ fuzz_target!(|data: &[u8]| {
     assert!(allow.allows(&forward.host), "a request to unlisted {}", forward.host);
     let body = match forward.body {
         BodyPlan::Substitute(n) => {
-            assert!(n <= boxd::egress::BODY_LIMIT);
+            assert!(n <= boxd_egress::BODY_LIMIT);
             rules.substitute_body(&mut forward, &body)
         }
         BodyPlan::Stream => body,

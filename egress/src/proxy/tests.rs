@@ -2,8 +2,8 @@
 //! and mirror servers upstream.
 
 use super::*;
-use crate::egress::policy::Secret;
-use crate::egress::reply::HEAD_LIMIT;
+use crate::policy::Secret;
+use crate::reply::HEAD_LIMIT;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const WAIT: Duration = Duration::from_secs(10);

@@ -356,7 +356,7 @@ impl Framing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::egress::policy::Secret;
+    use crate::policy::Secret;
     use hyper::http::Request;
 
     const TOKEN: &str = "$API_TOKEN";
