@@ -32,18 +32,21 @@ mod client_io;
 mod forward;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod intercept;
 mod policy;
 mod proxy;
+pub mod redact;
 mod reply;
 mod request;
 mod traffic;
 pub mod trust;
 mod tunnel;
+mod upstream;
 
 pub use policy::{AllowList, PolicyError, Secret, Secrets};
 pub use proxy::{MAX_CONNECTIONS, Proxy};
 #[doc(hidden)]
 pub use reply::Reply;
 #[doc(hidden)]
-pub use request::{BODY_LIMIT, BodyPlan, Forward, Plan, Rules};
+pub use request::{BODY_LIMIT, BodyPlan, Forward, Plan, Refusal, Rules, Why};
 pub use traffic::Traffic;

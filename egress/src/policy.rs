@@ -408,6 +408,19 @@ impl Secrets {
             .map(|(s, _)| s)
     }
 
+    /// A secret whose hosts do not match `host` and whose placeholder is in
+    /// `bytes`.
+    pub fn misplaced(&self, host: &str, bytes: &[u8]) -> Option<&Secret> {
+        self.secrets
+            .iter()
+            .filter(|(_, hosts)| !hosts.allows(host))
+            .map(|(s, _)| s)
+            .find(|s| {
+                let p = s.placeholder.as_bytes();
+                bytes.len() >= p.len() && bytes.windows(p.len()).any(|w| w == p)
+            })
+    }
+
     /// `bytes` with every placeholder of a secret matching `host` replaced by
     /// its value; borrowed when nothing changed.
     pub fn substitute<'b>(&self, host: &str, bytes: &'b [u8]) -> Cow<'b, [u8]> {

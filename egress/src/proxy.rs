@@ -2,10 +2,11 @@
 //!
 //! Each accepted connection is served by hyper's HTTP/1 server
 //! ([`server`]: bounded head, header-read timeout) and carries exactly one
-//! request (a CONNECT tunnel, [`super::tunnel`], or one plain HTTP request,
-//! [`super::forward`]); every answer says `Connection: close` and hyper
-//! closes after it, so there is no second request whose framing could
-//! disagree with the upstream's. What to do with a request is decided by
+//! request (a CONNECT tunnel, [`super::tunnel`] or, for a secret's host,
+//! [`super::intercept`]; or one plain HTTP request, [`super::forward`]);
+//! every answer says `Connection: close` and hyper closes after it, so
+//! there is no second request whose framing could disagree with the
+//! upstream's. What to do with a request is decided by
 //! [`super::request`] before anything is connected; the proxy's own
 //! answers are [`super::reply`]'s.
 //!
@@ -14,12 +15,13 @@
 //! never by hyper; neither header values nor secret values are ever
 //! logged; at most [`MAX_CONNECTIONS`] connections are served at once
 //! (more wait in the listen backlog); when [`Proxy::serve`] returns, every
-//! connection it accepted is closed (tunnels and upstream connections run
-//! inside the connection's own task).
+//! connection it accepted is closed (tunnels and intercepted connections
+//! run inside the connection's own task, upgraded ones stop with it);
+//! upstream connections kept alive in the client's pool close when idle
+//! for a minute or when the proxy is dropped.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,24 +35,24 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use super::ca::BoxCa;
 use super::client_io::ClientIo;
 use super::forward::ReplyBody;
+use super::intercept::Interceptor;
 use super::policy::{AllowList, Secrets};
 use super::reply::{self, HEAD_LIMIT, MAX_HEADERS, Reply};
-use super::request::{Plan, Rules};
-use super::traffic::{Traffic, Upstream};
+use super::request::{Plan, Refusal, Rules};
+use super::traffic::Traffic;
 use super::tunnel::{self, Tunnel};
+use super::upstream::{self, Dialer, UpstreamClient};
 
 /// Connections served at once by one proxy.
 pub const MAX_CONNECTIONS: usize = 256;
 /// The whole head must arrive within this.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
-/// Resolving a host, and connecting to each of its addresses, each within this.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes of bodies read whole (to substitute secrets) one proxy holds at
 /// once; a body that would exceed it waits (so a box cannot make the
 /// daemon hold 256 × 16 MiB).
@@ -78,12 +80,17 @@ pub fn server() -> http1::Builder {
 /// One box's egress proxy.
 pub struct Proxy {
     pub(super) rules: Rules,
-    /// Host name (normalized) → the host the proxy connects to instead.
-    aliases: HashMap<String, String>,
+    dialer: Arc<Dialer>,
+    /// Every forwarded request goes through it.
+    pub(super) client: UpstreamClient,
     /// [`BODY_BUDGET`], one permit per buffered body byte.
     pub(super) bodies: Semaphore,
     /// Bytes to and from upstreams.
     traffic: Arc<Traffic>,
+    /// The box's CA, when it has secrets: what intercepts their hosts.
+    pub(super) interceptor: Option<Interceptor>,
+    /// Cancelled when [`Proxy::serve`] returns (upgraded connections end).
+    pub(super) closing: CancellationToken,
 }
 
 /// What the serving of one connection learns, shared with its service.
@@ -94,7 +101,13 @@ struct Exchange {
     /// The proxy answered with a [`Reply`]: drain the client before closing.
     replied: AtomicBool,
     /// A CONNECT answered 200, to run once hyper hands the connection over.
-    tunnel: Mutex<Option<Tunnel>>,
+    tunnel: Mutex<Option<Opened>>,
+}
+
+/// What a CONNECT answered 200 opened.
+enum Opened {
+    Blind(Tunnel),
+    Intercepted(hyper::upgrade::OnUpgrade, String, u16),
 }
 
 impl Proxy {
@@ -107,20 +120,36 @@ impl Proxy {
         secrets: Secrets,
         aliases: HashMap<String, String>,
     ) -> Proxy {
-        let aliases = aliases
-            .into_iter()
-            .map(|(name, to)| (alias_key(&name), to))
-            .collect();
+        let traffic: Arc<Traffic> = Arc::default();
+        let dialer = Arc::new(Dialer::new(aliases, traffic.clone()));
         Proxy {
             rules: Rules::new(box_name, allow, secrets),
-            aliases,
+            client: upstream::client(dialer.clone()),
+            dialer,
             bodies: Semaphore::new(BODY_BUDGET as usize),
-            traffic: Arc::default(),
+            traffic,
+            interceptor: None,
+            closing: CancellationToken::new(),
         }
     }
 
-    /// The `(host, port)` of each request refused from now on.
-    pub fn refusals(&self) -> tokio::sync::broadcast::Receiver<(String, u16)> {
+    /// The proxy that answers TLS to its secrets' hosts with `ca`'s
+    /// certificates (without a CA, a `CONNECT` to such a host is refused
+    /// with a `502`: the placeholder never goes out as it is).
+    pub fn with_ca(mut self, ca: Arc<BoxCa>) -> Proxy {
+        self.interceptor = Some(Interceptor::new(ca));
+        self
+    }
+
+    /// Verifies upstream TLS against exactly `roots` instead of the
+    /// host's trust store (for tests).
+    pub fn trust_upstream(self, roots: rustls::RootCertStore) -> Proxy {
+        self.dialer.trust(roots);
+        self
+    }
+
+    /// Each refusal from now on.
+    pub fn refusals(&self) -> tokio::sync::broadcast::Receiver<Refusal> {
         self.rules.refusals()
     }
 
@@ -173,6 +202,7 @@ impl Proxy {
             }
         }
         tasks.shutdown().await;
+        self.closing.cancel();
         debug!(box_name, "egress proxy stopped");
     }
 
@@ -207,9 +237,14 @@ impl Proxy {
             Err(e) => debug!(box_name, %peer, "request ended: {e}"),
             Ok(()) => {}
         }
-        let tunnel = exchange.tunnel.lock().expect("tunnel").take();
-        if let Some(tunnel) = tunnel {
-            tunnel.run(box_name).await;
+        let opened = exchange.tunnel.lock().expect("tunnel").take();
+        if let Some(opened) = opened {
+            match opened {
+                Opened::Blind(tunnel) => tunnel.run(box_name).await,
+                Opened::Intercepted(client, host, port) => {
+                    self.clone().intercept(client, host, port).await
+                }
+            }
         } else if let Some(mut client) = client
             && exchange.replied.load(Ordering::Acquire)
         {
@@ -228,18 +263,33 @@ impl Proxy {
         let (head, body) = request.into_parts();
         let answer = async {
             match self.rules.plan(head)? {
-                Plan::Tunnel { host, port } => {
-                    let upstream = self.connect(&host, port).await?;
+                Plan::Tunnel {
+                    host,
+                    port,
+                    intercept: true,
+                } => {
+                    if self.interceptor.is_none() {
+                        return Err(Reply::bad_gateway(format_args!(
+                            "a secret names {host}, but boxd has no certificate authority for this box to answer its TLS with (restart the box)"
+                        )));
+                    }
                     let client = upgrade.expect("a CONNECT's upgrade");
-                    *exchange.tunnel.lock().expect("tunnel") = Some(Tunnel {
+                    *exchange.tunnel.lock().expect("tunnel") =
+                        Some(Opened::Intercepted(client, host, port));
+                    Ok(tunnel::established())
+                }
+                Plan::Tunnel { host, port, .. } => {
+                    let upstream = self.dialer.connect(&host, port).await?;
+                    let client = upgrade.expect("a CONNECT's upgrade");
+                    *exchange.tunnel.lock().expect("tunnel") = Some(Opened::Blind(Tunnel {
                         client,
                         upstream,
                         host,
                         port,
-                    });
+                    }));
                     Ok(tunnel::established())
                 }
-                Plan::Forward(forward) => self.forward(*forward, body).await,
+                Plan::Forward(forward) => self.send(*forward, body, None).await,
             }
         };
         answer.await.unwrap_or_else(|reply: Reply| {
@@ -247,52 +297,6 @@ impl Proxy {
             reply.into_response().map(http_body_util::Either::Left)
         })
     }
-
-    /// Resolves `host` here, on the host side (after its alias), and
-    /// connects to the first address that answers.
-    pub(super) async fn connect(&self, host: &str, port: u16) -> Result<Upstream, Reply> {
-        let bare = unbracket(host);
-        let (dial, shown) = match self.aliases.get(&alias_key(bare)) {
-            Some(to) => (unbracket(to), format!("{host} ({to})")),
-            None => (bare, host.to_owned()),
-        };
-        let gateway = |why: String| {
-            Reply::bad_gateway(format_args!("cannot reach {shown} port {port}: {why}"))
-        };
-        let addrs: Vec<SocketAddr> =
-            match timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((dial, port))).await {
-                Err(_) => return Err(gateway("resolving the name timed out after 10 s".into())),
-                Ok(Err(e)) => return Err(gateway(format!("the name does not resolve ({e})"))),
-                Ok(Ok(addrs)) => addrs.collect(),
-            };
-        let mut why = "the name has no address".to_owned();
-        for addr in addrs {
-            match timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
-                Ok(Ok(stream)) => {
-                    let _ = stream.set_nodelay(true);
-                    return Ok(self.traffic.track(stream));
-                }
-                Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                    why = format!("{addr} refused the connection");
-                }
-                Ok(Err(e)) => why = format!("connecting to {addr} failed: {e}"),
-                Err(_) => why = format!("connecting to {addr} timed out after 10 s"),
-            }
-        }
-        Err(gateway(why))
-    }
-}
-
-/// Alias keys are matched like allow-list names: case-insensitive, a
-/// trailing dot ignored.
-fn alias_key(name: &str) -> String {
-    name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
-}
-
-fn unbracket(host: &str) -> &str {
-    host.strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host)
 }
 
 #[cfg(test)]

@@ -75,6 +75,19 @@ impl Reply {
         }
     }
 
+    /// The 403 for a placeholder sent to a host its secret may not reach:
+    /// the secret's name and hosts, never its value.
+    pub(super) fn misplaced(secret: &str, hosts: &[String], host: &str) -> Reply {
+        Reply {
+            status: StatusCode::FORBIDDEN,
+            refused: true,
+            body: format!(
+                "boxd: this request to {host} carries the placeholder of secret {secret}, which goes only to {}\n",
+                hosts.join(", ")
+            ),
+        }
+    }
+
     /// The reply to a request head hyper refused; `None` when there is
     /// nobody to answer (a timeout, a connection that failed).
     pub(super) fn for_head_error(e: &hyper::Error) -> Option<Reply> {

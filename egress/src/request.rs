@@ -40,15 +40,72 @@ pub struct Rules {
     box_name: String,
     allow: AllowList,
     secrets: Secrets,
-    /// Each refused `(host, port)`, for whoever listens ([`Rules::refusals`]).
-    refused: tokio::sync::broadcast::Sender<(String, u16)>,
+    /// Each refusal, for whoever listens ([`Rules::refusals`]).
+    refused: tokio::sync::broadcast::Sender<Refusal>,
+}
+
+/// A request the proxy refused, or a connection it ended, as an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub host: String,
+    pub port: u16,
+    pub why: Why,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Why {
+    /// The host is not on the allow-list.
+    NotAllowed,
+    /// The request carries the placeholder of a secret that may not go there.
+    Misplaced { secret: String },
+    /// The box's TLS named another host than its CONNECT (or none).
+    Sni { sent: Option<String> },
+    /// What came through an intercepted tunnel was not TLS.
+    NotTls,
+    /// The upstream's certificate did not verify.
+    Upstream { reason: String },
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (host, port) = (&self.host, self.port);
+        match &self.why {
+            Why::NotAllowed => write!(
+                f,
+                "egress refused: {host}:{port} is not on the box's allow-list (boxctl update --allow-net {host} BOX, then restart it)"
+            ),
+            Why::Misplaced { secret } => write!(
+                f,
+                "egress refused: a request to {host}:{port} carried the placeholder of secret {secret}, which may not go there"
+            ),
+            Why::Sni { sent: Some(sent) } => write!(
+                f,
+                "egress refused: TLS through CONNECT {host}:{port} named another host ({sent:?})"
+            ),
+            Why::Sni { sent: None } => write!(
+                f,
+                "egress refused: TLS through CONNECT {host}:{port} named no host (SNI)"
+            ),
+            Why::NotTls => write!(f, "egress refused: CONNECT {host}:{port} did not carry TLS"),
+            Why::Upstream { reason } => write!(
+                f,
+                "egress refused: {host}:{port}'s certificate does not verify: {reason}"
+            ),
+        }
+    }
 }
 
 /// What to do with an allowed request.
 #[derive(Debug)]
 pub enum Plan {
-    /// `CONNECT host:port`: a byte tunnel.
-    Tunnel { host: String, port: u16 },
+    /// `CONNECT host:port`: a byte tunnel, or (`intercept`: a secret
+    /// names the host) TLS answered by the box's CA and each request
+    /// inside planned by [`Rules::plan_inside`].
+    Tunnel {
+        host: String,
+        port: u16,
+        intercept: bool,
+    },
     /// A plain HTTP request, rewritten for its upstream.
     Forward(Box<Forward>),
 }
@@ -61,9 +118,13 @@ pub struct Forward {
     pub port: u16,
     /// `host[:port]` as written: the upstream's `Host`.
     pub authority: String,
-    /// The head to send: origin-form, headers rewritten.
+    /// The head to send: absolute-form (`http://` or, inside an
+    /// intercepted tunnel, `https://` and the tunnel's authority; the
+    /// client sends it in origin-form), headers rewritten.
     pub head: request::Parts,
     pub body: BodyPlan,
+    /// A plain-HTTP request (one per box connection), not one inside a tunnel.
+    pub plain: bool,
 }
 
 /// How the request body goes upstream.
@@ -86,10 +147,34 @@ impl Rules {
         }
     }
 
-    /// The `(host, port)` of every request refused from now on (a slow
-    /// listener misses some: they are reports, not the decision).
-    pub fn refusals(&self) -> tokio::sync::broadcast::Receiver<(String, u16)> {
+    /// Every refusal from now on (a slow listener misses some: they are
+    /// reports, not the decision).
+    pub fn refusals(&self) -> tokio::sync::broadcast::Receiver<Refusal> {
         self.refused.subscribe()
+    }
+
+    /// Reports a refusal made elsewhere (in TLS, upstream).
+    pub fn report(&self, host: &str, port: u16, why: Why) {
+        let _ = self.refused.send(Refusal {
+            host: host.to_owned(),
+            port,
+            why,
+        });
+    }
+
+    /// Whether a `CONNECT` to `host` is intercepted: a secret names it.
+    pub fn intercepts(&self, host: &str) -> bool {
+        self.secrets.for_host(host).next().is_some()
+    }
+
+    /// The secrets' values and placeholders for `host`, to take out of what
+    /// it answers.
+    pub fn redactor(&self, host: &str) -> crate::redact::Redactor {
+        crate::redact::Redactor::new(
+            self.secrets
+                .for_host(host)
+                .map(|s| (s.value.as_str(), s.placeholder.as_str())),
+        )
     }
 
     pub(super) fn box_name(&self) -> &str {
@@ -101,12 +186,46 @@ impl Rules {
         if head.method == Method::CONNECT {
             let (host, port) = connect_target(&head.uri)?;
             self.check(&host, port, &head.method)?;
-            return Ok(Plan::Tunnel { host, port });
+            let intercept = self.intercepts(&host);
+            return Ok(Plan::Tunnel {
+                host,
+                port,
+                intercept,
+            });
         }
         let target = Target::parse(&head.method, &head.uri)?;
         self.check(&target.host, target.port, &head.method)?;
+        self.rewrite(target, head, Inside::No).map(|f| Plan::Forward(Box::new(f)))
+    }
+
+    /// The plan for a request the box sent inside the intercepted tunnel
+    /// `CONNECT host:port` (allowed already): to that host and port
+    /// whatever its `Host` or `:authority` says.
+    pub fn plan_inside(&self, host: &str, port: u16, head: request::Parts) -> Result<Forward, Reply> {
+        let path = match head.uri.path_and_query().map(|p| p.as_str()) {
+            Some(p) if p.starts_with('/') => p.to_owned(),
+            Some("*") if head.method == Method::OPTIONS => "*".to_owned(),
+            _ => "/".to_owned(),
+        };
+        let authority = match port {
+            443 => host.to_owned(),
+            port => format!("{host}:{port}"),
+        };
+        let target = Target {
+            host: host.to_owned(),
+            port,
+            authority,
+            path,
+        };
+        self.rewrite(target, head, Inside::Yes)
+    }
+
+    /// `head` for `target`: placeholders substituted (or the request
+    /// refused when it carries one that may not go there), headers
+    /// rewritten, the body's plan.
+    fn rewrite(&self, target: Target, head: request::Parts, inside: Inside) -> Result<Forward, Reply> {
         let framing = Framing::of(&head.headers)?;
-        let substitutes = self.secrets.for_host(&target.host).next().is_some();
+        let substitutes = self.intercepts(&target.host);
         let (body, length) = match framing {
             Framing::Length(n) if substitutes && n <= BODY_LIMIT => {
                 (BodyPlan::Substitute(n), Some(n))
@@ -117,31 +236,72 @@ impl Rules {
         let path = self
             .secrets
             .substitute(&target.host, target.path.as_bytes());
-        let uri = Uri::try_from(path.as_ref()).map_err(|_| {
+        self.placed(&target, &path)?;
+        let scheme = match inside {
+            Inside::No => "http",
+            Inside::Yes => "https",
+        };
+        let mut uri = Vec::with_capacity(scheme.len() + 3 + target.authority.len() + path.len());
+        uri.extend_from_slice(scheme.as_bytes());
+        uri.extend_from_slice(b"://");
+        uri.extend_from_slice(target.authority.as_bytes());
+        if path.as_ref() != b"*" {
+            uri.extend_from_slice(&path);
+        }
+        let uri = Uri::try_from(uri).map_err(|_| {
             Reply::bad_request("the request target is not a valid URL once secrets are substituted")
         })?;
-        let headers = self.headers(&head.headers, &target, length)?;
+        let headers = self.headers(&head.headers, &target, length, inside)?;
         let mut rewritten = head;
         rewritten.uri = uri;
         rewritten.headers = headers;
-        Ok(Plan::Forward(Box::new(Forward {
+        rewritten.version = hyper::http::Version::HTTP_11;
+        Ok(Forward {
             host: target.host,
             port: target.port,
             authority: target.authority,
             head: rewritten,
             body,
-        })))
+            plain: inside == Inside::No,
+        })
+    }
+
+    /// Refuses `bytes` (already substituted for `target`'s own secrets)
+    /// when they hold another secret's placeholder.
+    fn placed(&self, target: &Target, bytes: &[u8]) -> Result<(), Reply> {
+        match self.secrets.misplaced(&target.host, bytes) {
+            None => Ok(()),
+            Some(secret) => {
+                info!(box_name = self.box_name, host = target.host, secret = secret.name, "egress refused: a placeholder for another host");
+                self.report(
+                    &target.host,
+                    target.port,
+                    Why::Misplaced {
+                        secret: secret.name.clone(),
+                    },
+                );
+                Err(Reply::misplaced(&secret.name, &secret.hosts, &target.host))
+            }
+        }
     }
 
     /// A body read whole for [`BodyPlan::Substitute`], with placeholders
-    /// replaced; the head's `Content-Length` follows.
-    pub fn substitute_body(&self, forward: &mut Forward, body: &[u8]) -> Bytes {
+    /// replaced; the head's `Content-Length` follows. A body that holds
+    /// another host's secret's placeholder is refused.
+    pub fn substitute_body(&self, forward: &mut Forward, body: &[u8]) -> Result<Bytes, Reply> {
         let body = Bytes::from(self.secrets.substitute(&forward.host, body).into_owned());
+        let target = Target {
+            host: forward.host.clone(),
+            port: forward.port,
+            authority: String::new(),
+            path: String::new(),
+        };
+        self.placed(&target, &body)?;
         forward
             .head
             .headers
             .insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-        body
+        Ok(body)
     }
 
     /// The allow-list decision, logged; a refusal says how to fix it.
@@ -153,7 +313,7 @@ impl Rules {
             return Ok(());
         }
         info!(box_name, host, port, method, "egress refused");
-        let _ = self.refused.send((host.to_owned(), port));
+        self.report(host, port, Why::NotAllowed);
         Err(Reply::not_allowed(host, box_name, &self.allow))
     }
 
@@ -165,6 +325,7 @@ impl Rules {
         from_box: &HeaderMap,
         target: &Target,
         content_length: Option<u64>,
+        inside: Inside,
     ) -> Result<HeaderMap, Reply> {
         // Fields the Connection header names are hop-by-hop too, except
         // the ones that frame the request.
@@ -181,14 +342,19 @@ impl Rules {
             })
             .collect();
         let mut out = HeaderMap::with_capacity(from_box.len() + 3);
-        let host = HeaderValue::try_from(target.authority.as_str())
-            .map_err(|_| Reply::bad_request("the request's host is not a valid Host header"))?;
-        out.insert(header::HOST, host);
+        if inside == Inside::No {
+            // Inside a tunnel the client writes it from the URL (HTTP/1)
+            // or sends `:authority` (HTTP/2).
+            let host = HeaderValue::try_from(target.authority.as_str())
+                .map_err(|_| Reply::bad_request("the request's host is not a valid Host header"))?;
+            out.insert(header::HOST, host);
+        }
         for (name, value) in from_box {
             if !forwarded(name, &named) {
                 continue;
             }
             let value = self.secrets.substitute(&target.host, value.as_bytes());
+            self.placed(target, &value)?;
             let value = HeaderValue::from_bytes(&value).map_err(|_| {
                 Reply::bad_request(format_args!(
                     "the {name} header is not valid once secrets are substituted"
@@ -199,9 +365,34 @@ impl Rules {
         if let Some(n) = content_length {
             out.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
         }
-        out.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        if self.intercepts(&target.host) {
+            // What comes back is searched for the values: not compressed.
+            out.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+        }
+        match inside {
+            // One request per box connection (see `proxy`).
+            Inside::No => {
+                out.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            // An HTTP/1 upgrade (a WebSocket) goes on as one.
+            Inside::Yes if named.iter().any(|n| n == "upgrade") => {
+                if let Some(upgrade) = from_box.get(header::UPGRADE) {
+                    out.insert(header::UPGRADE, upgrade.clone());
+                    out.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+                }
+            }
+            // Kept alive, pooled: hyper's client frames it.
+            Inside::Yes => {}
+        }
         Ok(out)
     }
+}
+
+/// Whether a request came through an intercepted tunnel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Inside {
+    No,
+    Yes,
 }
 
 /// Whether a field of the box's goes upstream (`named`: the tokens of its
@@ -426,8 +617,13 @@ mod tests {
             assert!(reply.is_refusal());
         }
         match rules.plan(head("CONNECT", "api.example:443", &[])) {
-            Ok(Plan::Tunnel { host, port }) => {
-                assert_eq!((host.as_str(), port), ("api.example", 443))
+            Ok(Plan::Tunnel {
+                host,
+                port,
+                intercept,
+            }) => {
+                assert_eq!((host.as_str(), port), ("api.example", 443));
+                assert!(intercept, "a secret names it");
             }
             other => panic!("{other:?}"),
         }
@@ -453,7 +649,10 @@ mod tests {
         ));
         let f = forward(plan);
         assert_eq!((f.host.as_str(), f.port), ("api.example", 8080));
-        assert_eq!(f.head.uri, format!("/v1?k={VALUE}").as_str());
+        assert_eq!(
+            f.head.uri,
+            format!("http://api.example:8080/v1?k={VALUE}").as_str()
+        );
         assert_eq!(f.body, BodyPlan::Substitute(10));
         let fields: Vec<(String, String)> = f
             .head
@@ -465,12 +664,15 @@ mod tests {
             ("host", "api.example:8080"),
             ("authorization", &format!("Bearer {VALUE}")),
             ("content-length", "10"),
+            ("accept-encoding", "identity"),
             ("connection", "close"),
         ]
         .map(|(n, v)| (n.to_owned(), v.to_owned()));
         assert_eq!(fields, want);
         let mut f = f;
-        let body = rules.substitute_body(&mut f, format!("t={TOKEN}").as_bytes());
+        let body = rules
+            .substitute_body(&mut f, format!("t={TOKEN}").as_bytes())
+            .unwrap();
         assert_eq!(body, format!("t={VALUE}"));
         assert_eq!(f.head.headers[header::CONTENT_LENGTH], "14");
     }
@@ -478,14 +680,22 @@ mod tests {
     #[test]
     fn other_hosts_keep_the_placeholder_and_large_bodies_stream() {
         let rules = rules(&["*.example"]);
+        // The placeholder may not go to another host: refused, named.
+        for (uri, headers) in [
+            (format!("http://other.example?q={TOKEN}"), &[][..]),
+            ("http://other.example/".to_owned(), &[("authorization", TOKEN)][..]),
+        ] {
+            let reply = rules.plan(head("PUT", &uri, headers)).unwrap_err();
+            assert_eq!(reply.status(), 403);
+            assert!(format!("{reply:?}").contains("secret api"), "{reply:?}");
+        }
         let f = forward(rules.plan(head(
             "PUT",
-            &format!("http://other.example?q={TOKEN}"),
-            &[("authorization", TOKEN), ("content-length", "3")],
+            "http://other.example?q=1",
+            &[("authorization", "x"), ("content-length", "3")],
         )));
-        assert_eq!(f.head.uri, format!("/?q={TOKEN}").as_str());
-        assert_eq!(f.head.headers["authorization"], TOKEN);
-        assert_eq!(f.body, BodyPlan::Stream);
+        assert_eq!(f.head.uri, "http://other.example/?q=1");
+        assert_eq!(f.body, BodyPlan::Stream, "no secret for it: streamed");
         let big = (BODY_LIMIT + 1).to_string();
         let f = forward(rules.plan(head(
             "PUT",

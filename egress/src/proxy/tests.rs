@@ -5,6 +5,7 @@ use super::*;
 use crate::policy::Secret;
 use crate::reply::HEAD_LIMIT;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::timeout;
 
 const WAIT: Duration = Duration::from_secs(10);
 const TOKEN: &str = "$API_TOKEN";
@@ -132,12 +133,15 @@ async fn mirror_server() -> SocketAddr {
                         Ok(n) => got.extend_from_slice(&buf[..n]),
                     }
                 }
+                // In hex: what the proxy relays back to the box has the
+                // secret's value taken out (`redact`), this must not.
+                let got = hex(&got);
                 let head = format!(
                     "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                     got.len()
                 );
                 let _ = s.write_all(head.as_bytes()).await;
-                let _ = s.write_all(&got).await;
+                let _ = s.write_all(got.as_bytes()).await;
             });
         }
     });
@@ -147,6 +151,33 @@ async fn mirror_server() -> SocketAddr {
 /// The body of a reply, after its head.
 fn body(reply: &str) -> &str {
     reply.split_once("\r\n\r\n").map_or("", |(_, b)| b)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What the mirror server received, from its reply through the proxy
+/// (chunked when the proxy re-framed it).
+fn mirrored(reply: &str) -> String {
+    let (head, mut rest) = reply.split_once("\r\n\r\n").unwrap_or((reply, ""));
+    let mut hexed = String::new();
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        while let Some((size, after)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            hexed.push_str(&after[..n]);
+            rest = &after[n + 2..];
+        }
+    } else {
+        hexed.push_str(rest);
+    }
+    let bytes: Vec<u8> = (0..hexed.len() / 2)
+        .map(|i| u8::from_str_radix(&hexed[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 #[tokio::test]
@@ -266,13 +297,14 @@ async fn plain_http_goes_out_in_origin_form_with_secrets_substituted() {
     );
     let reply = roundtrip(proxy.addr, req.as_bytes()).await;
     assert!(reply.starts_with("HTTP/1.1 200 OK\r\n"), "{reply}");
-    let got = body(&reply);
+    let got = mirrored(&reply);
     let want_body = format!("token={VALUE}&again={VALUE}");
     let want = format!(
         "POST /v1/x?key={VALUE} HTTP/1.1\r\n\
          Host: 127.0.0.1:{port}\r\n\
          Authorization: Bearer {VALUE}\r\n\
          Content-Length: {}\r\n\
+         Accept-Encoding: identity\r\n\
          Connection: close\r\n\
          \r\n{want_body}",
         want_body.len()
@@ -281,7 +313,7 @@ async fn plain_http_goes_out_in_origin_form_with_secrets_substituted() {
 }
 
 #[tokio::test]
-async fn a_host_the_secret_is_not_for_keeps_the_placeholder() {
+async fn a_placeholder_for_a_host_the_secret_is_not_for_is_refused() {
     let mirror = mirror_server().await;
     let port = mirror.port();
     // Allowed, and the alias reaches the same server, but the secret is
@@ -292,23 +324,27 @@ async fn a_host_the_secret_is_not_for_keeps_the_placeholder() {
         MAX_CONNECTIONS,
     )
     .await;
-    let req = format!(
-        "PUT http://host.boxd.internal:{port}?q={TOKEN} HTTP/1.0\r\n\
-         Authorization: Bearer {TOKEN}\r\n\
-         Content-Length: 10\r\n\
-         \r\n{TOKEN}"
-    );
+    for (target, header, sent) in [
+        (format!("?q={TOKEN}"), "", ""),
+        (String::new(), "Authorization: Bearer $API_TOKEN\r\n", ""),
+    ] {
+        let req = format!(
+            "PUT http://host.boxd.internal:{port}/{target} HTTP/1.0\r\n{header}\
+             Content-Length: {}\r\n\r\n{sent}",
+            sent.len()
+        );
+        let reply = roundtrip(proxy.addr, req.as_bytes()).await;
+        assert!(reply.starts_with("HTTP/1.0 403 "), "{reply}");
+        assert!(
+            body(&reply).contains("carries the placeholder of secret api, which goes only to 127.0.0.1"),
+            "{reply}"
+        );
+        assert!(!reply.contains(VALUE));
+    }
+    // Without one it goes through as it is.
+    let req = format!("GET http://host.boxd.internal:{port}/ok HTTP/1.0\r\n\r\n");
     let reply = roundtrip(proxy.addr, req.as_bytes()).await;
-    let want = format!(
-        "PUT /?q={TOKEN} HTTP/1.0\r\n\
-         Host: host.boxd.internal:{port}\r\n\
-         Authorization: Bearer {TOKEN}\r\n\
-         Content-Length: 10\r\n\
-         Connection: close\r\n\
-         \r\n{TOKEN}"
-    );
-    assert_eq!(body(&reply), want);
-    assert!(!reply.contains(VALUE));
+    assert!(mirrored(&reply).starts_with("GET /ok HTTP/1.1\r\n"), "{reply}");
 }
 
 #[tokio::test]
@@ -332,11 +368,11 @@ async fn expect_continue_is_answered_when_the_body_is_read_whole() {
         .await
         .unwrap()
         .unwrap();
-    let got = body(&reply);
+    let got = mirrored(&reply);
     assert!(!got.contains("Expect"), "{got}");
     assert!(
         got.ends_with(&format!(
-            "Content-Length: {}\r\nConnection: close\r\n\r\n{VALUE}",
+            "Content-Length: {}\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n{VALUE}",
             VALUE.len()
         )),
         "{got}"
@@ -357,7 +393,7 @@ async fn a_chunked_body_is_streamed_through_unchanged() {
         mirror.port()
     );
     let reply = roundtrip(proxy.addr, req.as_bytes()).await;
-    let got = body(&reply);
+    let got = mirrored(&reply);
     // The same chunks, data and trailer unchanged (placeholder included),
     // framed anew: the chunk extension is the box's connection's only.
     let rechunked = format!(
@@ -366,7 +402,7 @@ async fn a_chunked_body_is_streamed_through_unchanged() {
     );
     assert!(
         got.ends_with(&format!(
-            "Transfer-Encoding: chunked\r\nTrailer: X-Trailer\r\nConnection: close\r\n\r\n{rechunked}"
+            "Transfer-Encoding: chunked\r\nTrailer: X-Trailer\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n{rechunked}"
         )),
         "{got}"
     );
@@ -385,7 +421,7 @@ async fn a_content_length_beside_chunked_never_goes_upstream() {
         mirror.port()
     );
     let reply = roundtrip(proxy.addr, req.as_bytes()).await;
-    let got = body(&reply);
+    let got = mirrored(&reply);
     assert!(
         got.ends_with(
             "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n"

@@ -902,18 +902,16 @@ impl NamespaceEngine {
                     r = refusals.recv() => r,
                     _ = ended.wait_for(Option::is_some) => return,
                 };
-                let (host, port) = match refusal {
-                    Ok(target) => target,
+                let refusal = match refusal {
+                    Ok(refusal) => refusal,
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 };
-                tracing::info!(box_name = %name, host, port, "egress refused");
+                tracing::info!(box_name = %name, host = refusal.host, port = refusal.port, "{}", refusal.why);
                 let _ = report.send(Report {
                     id: id.clone(),
                     name: name.clone(),
-                    message: format!(
-                        "egress refused: {host}:{port} is not on the box's allow-list (boxctl update --allow-net {host} BOX, then restart it)"
-                    ),
+                    message: refusal.why,
                     ended: false,
                 });
             }

@@ -37,7 +37,7 @@ pub struct Supervisor {
     /// Why the box ended, once it has (or its supervisor went away).
     ended: watch::Receiver<Option<String>>,
     /// Connections its egress proxy refused, `(host, port)`.
-    refused: broadcast::Sender<(String, u16)>,
+    refused: broadcast::Sender<Refusal>,
 }
 
 /// How an exec ends whose supervisor went away before it said.
@@ -50,6 +50,14 @@ fn lost() -> ExitStatus {
 
 fn gone() -> Error {
     Error::Engine("the box's supervisor is gone (the box ended)".into())
+}
+
+/// A refusal of the box's egress proxy, with the text of its event.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub host: String,
+    pub port: u16,
+    pub why: String,
 }
 
 fn broken(e: std::io::Error) -> Error {
@@ -185,7 +193,7 @@ impl Supervisor {
 
     /// The targets the box's egress proxy refuses from now on, as the
     /// supervisor reports them.
-    pub fn refusals(&self) -> broadcast::Receiver<(String, u16)> {
+    pub fn refusals(&self) -> broadcast::Receiver<Refusal> {
         self.refused.subscribe()
     }
 
@@ -287,7 +295,7 @@ async fn watch_pushes(
     _w: OwnedWriteHalf,
     exits: Arc<Mutex<HashMap<String, watch::Sender<Option<ExitStatus>>>>>,
     ended: watch::Sender<Option<String>>,
-    refused: broadcast::Sender<(String, u16)>,
+    refused: broadcast::Sender<Refusal>,
 ) {
     while let Ok(Some(frame)) = wire::read(&mut r).await {
         match frame.parse::<Push>() {
@@ -301,8 +309,11 @@ async fn watch_pushes(
             Ok(Push::Ended(reason)) => {
                 ended.send_replace(Some(reason));
             }
-            Ok(Push::Refused { host, port }) => {
-                let _ = refused.send((host, port));
+            Ok(Push::Refused { host, port, why }) => {
+                let why = why.unwrap_or_else(|| {
+                    format!("egress refused: {host}:{port} is not on the box's allow-list (boxctl update --allow-net {host} BOX, then restart it)")
+                });
+                let _ = refused.send(Refusal { host, port, why });
             }
             _ => {}
         }

@@ -1057,7 +1057,7 @@ async fn stdin(
 type RunningProxy = (
     tokio_util::sync::DropGuard,
     Arc<crate::egress::Traffic>,
-    broadcast::Receiver<(String, u16)>,
+    broadcast::Receiver<crate::egress::Refusal>,
 );
 
 /// Serves the box's egress proxy on `listener` (inside the box's network
@@ -1095,22 +1095,26 @@ pub const REFUSAL_QUIET: std::time::Duration = std::time::Duration::from_secs(10
 /// Pushes the proxy's refusals to the daemon, each target once per
 /// [`REFUSAL_QUIET`].
 async fn push_refusals(
-    mut refusals: broadcast::Receiver<(String, u16)>,
+    mut refusals: broadcast::Receiver<crate::egress::Refusal>,
     pushes: broadcast::Sender<Push>,
 ) {
-    let mut told: HashMap<(String, u16), std::time::Instant> = HashMap::new();
+    type Told = (String, u16, crate::egress::Why);
+    let mut told: HashMap<Told, std::time::Instant> = HashMap::new();
     loop {
-        let (host, port) = match refusals.recv().await {
-            Ok(target) => target,
+        let refusal = match refusals.recv().await {
+            Ok(refusal) => refusal,
             Err(broadcast::error::RecvError::Lagged(_)) => continue,
             Err(broadcast::error::RecvError::Closed) => return,
         };
         let now = std::time::Instant::now();
         told.retain(|_, at| now.duration_since(*at) < REFUSAL_QUIET);
-        if told.contains_key(&(host.clone(), port)) || told.len() >= 1024 {
+        let key = (refusal.host.clone(), refusal.port, refusal.why.clone());
+        if told.contains_key(&key) || told.len() >= 1024 {
             continue;
         }
-        told.insert((host.clone(), port), now);
-        let _ = pushes.send(Push::Refused { host, port });
+        told.insert(key, now);
+        let why = Some(refusal.to_string());
+        let crate::egress::Refusal { host, port, .. } = refusal;
+        let _ = pushes.send(Push::Refused { host, port, why });
     }
 }

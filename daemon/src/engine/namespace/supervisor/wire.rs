@@ -197,8 +197,15 @@ pub enum Push {
     /// A subscription's end: all output was sent before it.
     Exit(ExitStatus),
     /// The egress proxy refused a connection to `host:port` (once per
-    /// [`super::serve::REFUSAL_QUIET`] for the same target).
-    Refused { host: String, port: u16 },
+    /// [`super::serve::REFUSAL_QUIET`] for the same target and reason);
+    /// `why`: the event's text (none from older supervisors: not on the
+    /// allow-list).
+    Refused {
+        host: String,
+        port: u16,
+        #[serde(default)]
+        why: Option<String>,
+    },
 }
 
 /// What the daemon sends up a subscription.
