@@ -49,13 +49,21 @@ pub fn env() -> Vec<(&'static str, &'static str)> {
 /// The merged bundle: the certificates of `image` (the image's own bundle,
 /// if it has one), else of `host`, then `ca`. Only whole PEM certificate
 /// blocks are kept (comments, keys and anything else dropped), each
-/// once; `None` when `image` and `host` hold no certificate at all (a box
-/// would then trust the CA alone: refused by the caller).
+/// once, and no box CA of an earlier start (a clone's source's, say: the
+/// bundle is merged again at every start); `None` when `image` and `host`
+/// hold no other certificate at all (a box would then trust the CA alone:
+/// refused by the caller).
 pub fn merged(image: Option<&[u8]>, host: &[u8], ca: &str) -> Option<String> {
+    let theirs = |text: &[u8]| -> Vec<String> {
+        certificates(text)
+            .into_iter()
+            .filter(|c| !is_box_ca(c))
+            .collect()
+    };
     let roots = image
-        .map(certificates)
+        .map(theirs)
         .filter(|c| !c.is_empty())
-        .unwrap_or_else(|| certificates(host));
+        .unwrap_or_else(|| theirs(host));
     if roots.is_empty() {
         return None;
     }
@@ -68,6 +76,24 @@ pub fn merged(image: Option<&[u8]>, host: &[u8], ca: &str) -> Option<String> {
     }
     Some(out)
 }
+
+/// Whether a PEM block is a boxd box CA (its subject's common name,
+/// [`crate::ca`]'s `boxd box …`, is in its DER).
+fn is_box_ca(pem: &str) -> bool {
+    use base64::Engine;
+    let body: String = pem
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect::<String>()
+        .split_whitespace()
+        .collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .is_ok_and(|der| der.windows(CA_MARK.len()).any(|w| w == CA_MARK))
+}
+
+/// What every box CA's subject holds.
+const CA_MARK: &[u8] = b"boxd box ";
 
 /// The PEM `CERTIFICATE` blocks of `text`, each ending in a newline.
 fn certificates(text: &[u8]) -> Vec<String> {
@@ -119,6 +145,19 @@ mod tests {
         );
         let got = merged(Some(hostile.as_bytes()), b"", CA).unwrap();
         assert_eq!(got, format!("{A}\n{CA}"));
+    }
+
+    #[test]
+    fn an_earlier_box_ca_is_dropped_and_the_merge_is_stable() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = crate::ca::BoxCa::create(dir.path(), "source").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let new = crate::ca::BoxCa::create(dir.path(), "clone").unwrap();
+        let image = format!("{A}\n{}", old.cert_pem());
+        let once = merged(Some(image.as_bytes()), b"", new.cert_pem()).unwrap();
+        assert_eq!(once, format!("{A}\n{}", new.cert_pem()));
+        let twice = merged(Some(once.as_bytes()), b"", new.cert_pem()).unwrap();
+        assert_eq!(twice, once);
     }
 
     #[test]

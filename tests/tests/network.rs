@@ -463,3 +463,226 @@ async fn the_jsonl_envelope_carries_allow_net_and_secrets() {
         "{bad}"
     );
 }
+
+/// A test CA and a certificate from it for the fake API (`host.boxd.internal`
+/// and this host's address), as PEM files in `dir`: `ca.pem`, `cert.pem`,
+/// `key.pem`.
+fn test_ca(dir: &std::path::Path) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "boxd test CA");
+    let ca = params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec![
+        "host.boxd.internal".to_owned(),
+        host_address(),
+    ])
+    .unwrap()
+    .signed_by(&key, &ca, &ca_key)
+    .unwrap();
+    for (name, text) in [
+        ("ca.pem", ca.pem()),
+        ("cert.pem", cert.pem()),
+        ("key.pem", key.serialize_pem()),
+    ] {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// `tests/https/fake-api.mjs` on the host's loopback: its port and process.
+fn fake_api(dir: &std::path::Path) -> (u16, std::process::Child) {
+    use std::io::BufRead;
+    let script = boxd_tests::agent::workspace().join("tests/https/fake-api.mjs");
+    let mut child = std::process::Command::new("node")
+        .arg(script)
+        .args([
+            dir.join("key.pem"),
+            dir.join("cert.pem"),
+            dir.join("log.jsonl"),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("node on the host");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line.trim().strip_prefix("listening ").unwrap().parse().unwrap();
+    (port, child)
+}
+
+/// Every readable byte of the memory of each process in another pid
+/// namespace than this one (boxes'), searched for `needle`: the pids that
+/// hold it.
+fn processes_holding(needle: &[u8]) -> Vec<i32> {
+    use std::os::unix::fs::FileExt;
+    let ours = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    let mut holding = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        match std::fs::read_link(format!("/proc/{pid}/ns/pid")) {
+            Ok(ns) if ns != ours => {}
+            _ => continue,
+        }
+        let (Ok(maps), Ok(mem)) = (
+            std::fs::read_to_string(format!("/proc/{pid}/maps")),
+            std::fs::File::open(format!("/proc/{pid}/mem")),
+        ) else {
+            continue;
+        };
+        for line in maps.lines() {
+            let mut parts = line.split_whitespace();
+            let (Some(range), Some(perms)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            if !perms.starts_with('r') || line.ends_with("[vvar]") {
+                continue;
+            }
+            let (a, b) = range.split_once('-').unwrap();
+            let (a, b) = (
+                u64::from_str_radix(a, 16).unwrap(),
+                u64::from_str_radix(b, 16).unwrap(),
+            );
+            let mut buf = vec![0; (b - a).min(256 << 20) as usize];
+            if let Ok(n) = mem.read_at(&mut buf, a)
+                && buf[..n].windows(needle.len()).any(|w| w == needle)
+            {
+                holding.push(pid);
+                break;
+            }
+        }
+    }
+    holding
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn https_to_a_secret_s_host_carries_the_value_and_the_box_never_sees_it() {
+    let image = boxd_tests::agent::node_image();
+    let sdk = boxd_tests::agent::npm_dir("https", &["@anthropic-ai/sdk"]);
+    let ca_dir = tempfile::tempdir().unwrap();
+    test_ca(ca_dir.path());
+    let (port, mut api) = fake_api(ca_dir.path());
+    // The fake API's CA is the host's trust for boxd (as a corporate CA is).
+    let d = Daemon::with_env(
+        "namespace",
+        vec![(
+            "SSL_CERT_FILE".into(),
+            ca_dir.path().join("ca.pem").to_string_lossy().into_owned(),
+        )],
+    );
+    let mut c = d.client().await;
+    let value = format!("sk-ant-test-{}", rand::random::<u64>());
+    let mount = |host: &std::path::Path, guest: &str| v1::Mount {
+        host_path: host.to_string_lossy().into_owned(),
+        guest_path: guest.into(),
+        read_only: true,
+    };
+    let spec = v1::BoxSpec {
+        image: image.to_string_lossy().into_owned(),
+        allow_net: vec!["host.boxd.internal".into(), host_address()],
+        secrets: vec![v1::Secret {
+            name: "API_KEY".into(),
+            hosts: vec!["host.boxd.internal".into()],
+            placeholder: String::new(),
+            value: value.clone(),
+        }],
+        mounts: vec![mount(&sdk, "/opt/https"), mount(ca_dir.path(), "/opt/testca")],
+        ..Default::default()
+    };
+    up(&mut c, "agent-https", spec).await;
+    let script = format!(
+        "node /opt/https/box-client.mjs {port} /opt/testca/ca.pem 100 {} 2>&1",
+        host_address()
+    );
+    let out = run(&mut c, "agent-https", &["sh", "-c", &script]).await;
+    let text = out.stdout_str();
+    assert_eq!(out.exit.code, Some(0), "{text}");
+    let got: serde_json::Value = serde_json::from_str(text.trim()).expect(&text);
+    let placeholder = "BOXD_SECRET_PLACEHOLDER_API_KEY";
+    assert_eq!(got["key"], placeholder, "the box holds the placeholder");
+    // fetch and https: the upstream's echo of the key comes back as the placeholder.
+    for client in ["fetch", "https"] {
+        assert_eq!(got[client]["status"], 401, "{got}");
+        assert_eq!(got[client]["body"], format!("invalid key: Bearer {placeholder}"), "{got}");
+    }
+    assert_eq!(got["fetch"]["echo"], format!("Bearer {placeholder}"));
+    // The first event of a stream came when it was sent, not with the last.
+    assert_eq!(got["sse"]["first"], "data: one\n\n", "{got}");
+    let (first, end) = (got["sse"]["firstAt"].as_u64().unwrap(), got["sse"]["endAt"].as_u64().unwrap());
+    assert!(first + 500 < end, "first event at {first} ms, end at {end} ms");
+    // The official SDK, plain and streamed.
+    assert_eq!(got["sdk"], "hello from the fake API", "{got}");
+    assert_eq!(got["sdkStream"], "hello from the fake API", "{got}");
+    // Pinned to the real CA, to an intercepted host: fails, by its chain.
+    let pinned = got["pinned"]["error"].as_str().unwrap_or_default();
+    assert!(
+        ["SELF_SIGNED_CERT_IN_CHAIN", "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "UNABLE_TO_GET_ISSUER_CERT_LOCALLY"].contains(&pinned),
+        "{got}"
+    );
+    // A host no secret names is a blind tunnel: the server's own certificate.
+    assert_eq!(got["blind"]["status"], 401, "{got}");
+    assert_eq!(got["blind"]["issuer"], "boxd test CA", "{got}");
+
+    // What the upstream saw: the value, for the secret's host only, and
+    // an uncompressed answer asked for.
+    let log = std::fs::read_to_string(ca_dir.path().join("log.jsonl")).unwrap();
+    let entries: Vec<serde_json::Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(entries.len() >= 105, "{}", entries.len());
+    let with_value = entries.iter().filter(|e| e["auth"].as_str().unwrap().contains(&value)).count();
+    assert_eq!(with_value, entries.len() - 2, "all but /sse and the blind one: {log}");
+    assert!(entries.iter().filter(|e| e["auth"].as_str().unwrap().contains(&value)).all(|e| e["encoding"] == "identity"));
+
+    // Nowhere in the box: no process's environment or memory, no file of
+    // its upper layer, after 100 requests.
+    let (a, b) = value.split_at(value.len() / 2);
+    let search = "printf '%s%s\\n' \"$A\" \"$B\" > /tmp/pattern; \
+         cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c -F -f /tmp/pattern; \
+         rm /tmp/pattern";
+    let mut start = start_req("agent-https", &["sh", "-c", search]);
+    start.env = std::collections::HashMap::from([("A".into(), a.into()), ("B".into(), b.into())]);
+    let found = collect(ExecStream::start(&mut c, start).await.unwrap()).await;
+    assert_eq!(found.stdout_str().trim(), "0", "{found:?}");
+    if nix::unistd::geteuid().is_root() {
+        // A box process that made requests stays alive; its memory is read.
+        let mut hold = start_req(
+            "agent-https",
+            &["sh", "-c", &format!("node /opt/https/box-client.mjs {port} /opt/testca/ca.pem 5 >/dev/null")],
+        );
+        hold.detach = true;
+        hold.env = std::collections::HashMap::from([("HOLD_FILE".into(), "/tmp/ready".into())]);
+        drop(ExecStream::start(&mut c, hold).await.unwrap());
+        sh(&mut c, "agent-https", "while [ ! -e /tmp/ready ]; do sleep 0.1; done").await;
+        let holding = processes_holding(value.as_bytes());
+        assert!(holding.is_empty(), "box processes {holding:?} hold the value");
+        // Control: the placeholder is found in the same memory.
+        assert!(!processes_holding(placeholder.as_bytes()).is_empty());
+    }
+    let mut files = vec![d.home.clone()];
+    let mut hits = Vec::new();
+    while let Some(path) = files.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        if meta.is_dir() {
+            files.extend(std::fs::read_dir(&path).into_iter().flatten().flatten().map(|e| e.path()));
+        } else if meta.is_file()
+            && path.components().any(|c| c.as_os_str() == "upper")
+            && std::fs::read(&path).is_ok_and(|bytes| bytes.windows(value.len()).any(|w| w == value.as_bytes()))
+        {
+            hits.push(path);
+        }
+    }
+    assert!(hits.is_empty(), "in the box's files: {hits:?}");
+    // And the box trusts its CA beside the image's roots.
+    let bundle = sh(&mut c, "agent-https", "grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt /etc/boxd/ca-bundle.pem /etc/boxd/ca.pem").await;
+    let counts: Vec<&str> = bundle.lines().collect();
+    assert_eq!(counts.len(), 3, "{bundle}");
+    assert!(counts[2].ends_with(":1"), "{bundle}");
+    assert_eq!(counts[0].rsplit(':').next(), counts[1].rsplit(':').next(), "{bundle}");
+    let _ = api.kill();
+}

@@ -69,6 +69,10 @@ pub struct Plan {
     /// Only try: exit once the root is mounted and the user namespace
     /// mapped, without starting bubblewrap.
     pub probe: bool,
+    /// The box's CA (PEM), when it has secrets: the box is made to trust
+    /// it ([`install_trust`]).
+    #[serde(default)]
+    pub trust: Option<String>,
 }
 
 /// The box's root filesystem.
@@ -162,6 +166,12 @@ fn boot(plan: &Plan, channel: &mut UnixStream) -> Result<std::convert::Infallibl
     if plan.probe {
         std::process::exit(0);
     }
+    if let Some(ca) = &plan.trust {
+        // As box root, in the box's own root: nothing here is the host's.
+        for warning in install_trust(Path::new(STAGE), ca) {
+            let _ = writeln!(channel, "warn {warning}");
+        }
+    }
     if let Some(n) = plan.nproc {
         let lim = libc::rlimit {
             rlim_cur: n,
@@ -199,6 +209,74 @@ fn boot(plan: &Plan, channel: &mut UnixStream) -> Result<std::convert::Infallibl
     let env: [CString; 0] = [];
     let err = nix::unistd::execve(&argv[0], &argv, &env).unwrap_err();
     Err(format!("cannot run {}: {err}", plan.bwrap.display()))
+}
+
+/// Makes the box at `root` trust its CA `ca` beside its own roots
+/// ([`boxd_egress::trust`]): each bundle the image has (a plain file,
+/// reached with no symlink: a link such as Alpine's `cert.pem` leads to
+/// one that is written) becomes the merged bundle; boxd's own copies go to
+/// `/etc/boxd` and the CA to `/usr/local/share/ca-certificates` (where
+/// `update-ca-certificates` keeps it). Run as box root after the root is
+/// assembled, so every path is the box's own and resolved beneath it.
+/// Returns what could not be done.
+fn install_trust(root: &Path, ca: &str) -> Vec<String> {
+    use boxd_egress::trust;
+    use boxd_fs::roots::{Found, Root};
+    let mut warnings = Vec::new();
+    // Readable by every user of the box (boxd's umask is private).
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+    let root = match Root::open(root) {
+        Ok(root) => root,
+        Err(e) => return vec![format!("the box's CA is not installed: {e}")],
+    };
+    let rel = |abs: &str| PathBuf::from(abs.trim_start_matches('/'));
+    let mut image: Option<Vec<u8>> = None;
+    let mut targets = Vec::new();
+    for path in trust::BUNDLE_PATHS {
+        if root.find(&rel(path)) == Found::File {
+            if image.is_none() {
+                image = root.read(&rel(path), trust::MAX_BUNDLE as u64).ok();
+            }
+            targets.push(*path);
+        }
+    }
+    // No bundle in the image: the host's roots (read as boxd's user could).
+    let host = match image {
+        Some(_) => Vec::new(),
+        None => trust::BUNDLE_PATHS
+            .iter()
+            .find_map(|p| std::fs::read(p).ok())
+            .unwrap_or_default(),
+    };
+    let Some(bundle) = trust::merged(image.as_deref(), &host, ca) else {
+        return vec![
+            "neither the image nor the host has a CA bundle: HTTPS to the box's secrets' hosts will not verify".into(),
+        ];
+    };
+    let mut write = |path: &str, text: &str| {
+        let rel = rel(path);
+        let made = match rel.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => root.make_dirs(dir),
+            _ => Ok(()),
+        };
+        let written = made
+            .and_then(|()| root.write(&rel, text.as_bytes()))
+            .and_then(|()| root.open_at(&rel, nix::fcntl::OFlag::O_RDONLY))
+            .and_then(|fd| {
+                nix::sys::stat::fchmod(&fd, nix::sys::stat::Mode::from_bits_truncate(0o644))
+                    .map_err(|e| root.failure(&rel, e))
+            });
+        if let Err(e) = written {
+            warnings.push(format!("cannot write {path} for the box's CA: {}", e.message));
+        }
+    };
+    for path in targets {
+        write(path, &bundle);
+    }
+    write(trust::BOXD_BUNDLE, &bundle);
+    write(trust::BOXD_CA, ca);
+    write(trust::LOCAL_CA, ca);
+    warnings
 }
 
 /// What one box may take of the per-user resources the kernel counts in

@@ -11,6 +11,12 @@
 //! `fetch` reads the proxy variables only then) and each secret's
 //! placeholder in `$NAME`. The box's `/etc/hosts` names the host as
 //! [`HOST_ALIAS`], which the proxy maps to the host's loopback.
+//!
+//! A box with secrets has a CA of its own ([`box_ca`], in its state
+//! directory, never in its root or in an archive): the proxy answers TLS
+//! to the secrets' hosts with it, and the box trusts it (the bundle files
+//! written at each start, `boot::install_trust`, and the variables of
+//! [`boxd_egress::trust::env`]).
 
 use std::path::{Path, PathBuf};
 
@@ -42,10 +48,35 @@ pub fn exec_env(spec: &BoxSpec) -> Vec<(String, String)> {
     .map(|(k, v)| (k.to_owned(), v.clone()))
     .collect();
     env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+    if !spec.secrets.is_empty() {
+        env.extend(
+            boxd_egress::trust::env()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned())),
+        );
+    }
     for s in &spec.secrets {
         env.push((s.name.clone(), s.placeholder.clone()));
     }
     env
+}
+
+/// The CA of a box with secrets (its certificate, PEM), made in the box's
+/// directory the first time it is needed (at create; at the first start
+/// of a clone, an import or a box made before boxes had CAs); `None` for
+/// a box without secrets.
+pub fn box_ca(record: &crate::model::BoxRecord) -> Result<Option<String>> {
+    use boxd_egress::ca::{BoxCa, KEY_FILE};
+    if record.spec.secrets.is_empty() {
+        return Ok(None);
+    }
+    let ca = if record.dir.join(KEY_FILE).exists() {
+        BoxCa::load(&record.dir, &record.id)
+    } else {
+        BoxCa::create(&record.dir, &record.id)
+    }
+    .map_err(|e| Error::Engine(format!("the box's certificate authority: {e}")))?;
+    Ok(Some(ca.cert_pem().to_owned()))
 }
 
 /// Writes the box's `/etc/hosts` (bound over the image's, read-only) into

@@ -225,7 +225,7 @@ impl NamespaceEngine {
                     Some(why) => format!("box roots: a full copy of the image per box (overlays cannot be mounted here: {why})"),
                 },
                 "allow-net is enforced: a box has no route out; an HTTP(S) proxy run by boxd reaches only the listed hosts (names, *.wildcards, IP addresses, CIDRs); an empty list means no network at all".into(),
-                "secrets stay in boxd: the box holds a placeholder, which the proxy replaces in plain-HTTP requests to the secret's hosts (not inside HTTPS, which it does not decrypt)".into(),
+                "secrets stay in boxd: the box holds a placeholder, which the proxy replaces in requests to the secret's hosts only, HTTPS included (boxd answers TLS to those hosts with a CA of the box's own, which the box trusts; every other host is a blind tunnel)".into(),
                 format!("limits: {}; every box may run at most {DEFAULT_PIDS} processes", cgroups.describe()),
                 if privileged && ids.is_range() && copies.is_none() {
                     "disk size: a box created with one writes into a file system of that size of its own (writes past it fail with \"no space left\")".into()
@@ -531,12 +531,7 @@ impl Engine for NamespaceEngine {
             )
             .into_iter()
             .collect();
-        if !spec.secrets.is_empty() {
-            warnings.push(
-                "secrets are replaced in plain-HTTP requests only: inside HTTPS the placeholder goes out as it is"
-                    .into(),
-            );
-        }
+        egress::box_ca(record)?;
         warnings.extend(self.mount_warnings(record));
         Ok(Created {
             image_digest: image.digest,
@@ -596,6 +591,7 @@ impl Engine for NamespaceEngine {
                 .collect(),
             nproc,
             probe: false,
+            trust: egress::box_ca(record)?,
         };
         let cgroup = Arc::new(self.cgroups.create(&record.id, &limits)?);
         let start = supervisor::wire::Start {

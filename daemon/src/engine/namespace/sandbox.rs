@@ -226,6 +226,7 @@ pub async fn probe(
         bwrap_args: Vec::new(),
         nproc: None,
         probe: true,
+        trust: None,
     };
     let json = serde_json::to_string(&plan).map_err(|e| ProbeError::Map(e.to_string()))?;
     let mut helper = Helper::new(boot::HELPER_ARG).map_err(|e| ProbeError::Map(e.to_string()))?;

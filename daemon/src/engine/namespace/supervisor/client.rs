@@ -88,6 +88,13 @@ impl Supervisor {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(log);
+        // The trust boxd was started with is what the egress proxy verifies
+        // upstreams with (rustls-native-certs reads these).
+        for var in ["SSL_CERT_FILE", "SSL_CERT_DIR"] {
+            if let Some(value) = std::env::var_os(var) {
+                helper.cmd.env(var, value);
+            }
+        }
         let (mut child, channel) = helper.spawn("the box's supervisor")?;
         // The child only forks the supervisor and leaves.
         tokio::spawn(async move {

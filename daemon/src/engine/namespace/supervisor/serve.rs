@@ -1079,7 +1079,17 @@ fn start_proxy(start: &Start, listener: std::net::TcpListener) -> Result<Running
         super::super::egress::HOST_ALIAS.to_owned(),
         "127.0.0.1".to_owned(),
     )]);
-    let proxy = Arc::new(Proxy::new(start.box_name.clone(), allow, secrets, aliases));
+    let intercepts = !secrets.is_empty();
+    let mut proxy = Proxy::new(start.box_name.clone(), allow, secrets, aliases);
+    if intercepts {
+        // Without it, HTTPS to the secrets' hosts is refused (502), never
+        // tunnelled with the placeholder in it.
+        match crate::egress::ca::BoxCa::load(&start.dir, &start.box_id) {
+            Ok(ca) => proxy = proxy.with_ca(Arc::new(ca)),
+            Err(e) => tracing::warn!(box_name = start.box_name, "the box's CA: {e}"),
+        }
+    }
+    let proxy = Arc::new(proxy);
     let traffic = proxy.traffic();
     let refusals = proxy.refusals();
     let stop = tokio_util::sync::CancellationToken::new();
