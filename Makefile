@@ -96,7 +96,7 @@ bench: deps
 # and any one allocation, and going over is a crash).
 FUZZ_SECONDS ?= 300
 FUZZ_MEMORY_MB ?= 2048
-FUZZ_TARGETS ?= jsonl_request jsonl_output box_request bwrap_args image_import layer_unpack box_archive_import egress_request acp_relay cp_unpack authority_rewrite
+FUZZ_TARGETS ?= jsonl_request jsonl_output box_request bwrap_args image_import layer_unpack box_archive_import egress_request egress_inside acp_relay cp_unpack authority_rewrite
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && for t in $(FUZZ_TARGETS); do \

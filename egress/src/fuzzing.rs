@@ -44,3 +44,32 @@ pub async fn parse(bytes: &[u8]) -> Option<(request::Parts, Bytes)> {
     drop(near);
     first.lock().expect("first").take()
 }
+
+/// `answer` cut at `cuts` into chunks, through `redactor` as a response
+/// body, joined again.
+pub async fn redact(redactor: &crate::redact::Redactor, answer: &[u8], cuts: &[usize]) -> Vec<u8> {
+    let mut chunks = std::collections::VecDeque::new();
+    let mut at = 0;
+    for &cut in cuts.iter().chain(std::iter::once(&answer.len())) {
+        let cut = cut.clamp(at, answer.len());
+        chunks.push_back(Bytes::copy_from_slice(&answer[at..cut]));
+        at = cut;
+    }
+    let collected = redactor.body(Chunks(chunks)).collect().await;
+    collected.map(|c| c.to_bytes().to_vec()).unwrap_or_default()
+}
+
+/// A body of the given chunks.
+struct Chunks(std::collections::VecDeque<Bytes>);
+
+impl hyper::body::Body for Chunks {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(|b| Ok(hyper::body::Frame::data(b))))
+    }
+}
