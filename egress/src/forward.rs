@@ -49,7 +49,9 @@ impl Proxy {
                 let whole = body.collect().await.map_err(|_| {
                     Reply::bad_request("the request body ended before its Content-Length")
                 })?;
-                let whole = self.rules.substitute_body(&mut forward, &whole.to_bytes())?;
+                let whole = self
+                    .rules
+                    .substitute_body(&mut forward, &whole.to_bytes())?;
                 Either::Left(Full::new(whole))
             }
             BodyPlan::Stream => Either::Right(body),
@@ -63,7 +65,13 @@ impl Proxy {
         let mut response = sent.map_err(|e| match upstream::dial_error(&e) {
             Some(dial) => {
                 if let Some(reason) = &dial.cert {
-                    self.rules.report(&host, port, Why::Upstream { reason: reason.clone() });
+                    self.rules.report(
+                        &host,
+                        port,
+                        Why::Upstream {
+                            reason: reason.clone(),
+                        },
+                    );
                 }
                 dial.reply.clone()
             }
@@ -82,7 +90,10 @@ impl Proxy {
             redactor.headers(&mut head.headers);
             let bodiless = head_only
                 || head.status.is_informational()
-                || matches!(head.status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
+                || matches!(
+                    head.status,
+                    StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED
+                );
             if !bodiless {
                 head.headers.remove(header::CONTENT_LENGTH);
             }

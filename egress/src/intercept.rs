@@ -43,10 +43,13 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Streams one HTTP/2 connection from the box may have open at once.
 const MAX_STREAMS: u32 = 128;
 
+/// A host's certificate and the TLS settings that present it.
+type Presented = (Arc<Leaf>, Arc<rustls::ServerConfig>);
+
 /// A box's CA and the TLS settings made from it, per host.
 pub(crate) struct Interceptor {
     ca: Arc<BoxCa>,
-    configs: Mutex<HashMap<String, (Arc<Leaf>, Arc<rustls::ServerConfig>)>>,
+    configs: Mutex<HashMap<String, Presented>>,
     /// Answers any hello with an alert (no certificate).
     refuse: Arc<rustls::ServerConfig>,
 }
@@ -145,16 +148,27 @@ impl Proxy {
         };
         let sni = start.client_hello().server_name().map(str::to_owned);
         if !sni_fits(&host, sni.as_deref()) {
-            info!(box_name, host, port, sni, "egress refused: TLS for another host");
+            info!(
+                box_name,
+                host, port, sni, "egress refused: TLS for another host"
+            );
             self.rules.report(&host, port, Why::Sni { sent: sni });
-            let _ = timeout(HANDSHAKE_TIMEOUT, start.into_stream(interceptor.refuse.clone())).await;
+            let _ = timeout(
+                HANDSHAKE_TIMEOUT,
+                start.into_stream(interceptor.refuse.clone()),
+            )
+            .await;
             return;
         }
         let config = match interceptor.config(super::upstream::unbracket(&host)) {
             Ok(config) => config,
             Err(e) => {
                 warn!(box_name, host, port, "no certificate for the host: {e}");
-                let _ = timeout(HANDSHAKE_TIMEOUT, start.into_stream(interceptor.refuse.clone())).await;
+                let _ = timeout(
+                    HANDSHAKE_TIMEOUT,
+                    start.into_stream(interceptor.refuse.clone()),
+                )
+                .await;
                 return;
             }
         };
@@ -188,7 +202,12 @@ impl Proxy {
     }
 
     /// The answer to one request inside an intercepted tunnel.
-    async fn inside(&self, host: &str, port: u16, mut request: Request<Incoming>) -> Response<ReplyBody> {
+    async fn inside(
+        &self,
+        host: &str,
+        port: u16,
+        mut request: Request<Incoming>,
+    ) -> Response<ReplyBody> {
         let upgrade = request
             .headers()
             .contains_key(header::UPGRADE)
@@ -198,11 +217,9 @@ impl Proxy {
             let forward = self.rules.plan_inside(host, port, head)?;
             self.send(forward, body, upgrade).await
         };
-        answer.await.unwrap_or_else(|reply: Reply| {
-            reply
-                .into_response()
-                .map(http_body_util::Either::Left)
-        })
+        answer
+            .await
+            .unwrap_or_else(|reply: Reply| reply.into_response().map(http_body_util::Either::Left))
     }
 }
 

@@ -221,7 +221,10 @@ mod tests {
             for split2 in split..text.len() {
                 let out = through(&[&text[..split], &text[split..split2], &text[split2..]]).await;
                 let joined: Vec<u8> = out.concat();
-                assert_eq!(joined, b"error: invalid key $KEY ($T)\n\n", "{split} {split2}");
+                assert_eq!(
+                    joined, b"error: invalid key $KEY ($T)\n\n",
+                    "{split} {split2}"
+                );
             }
         }
     }

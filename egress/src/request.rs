@@ -195,13 +195,19 @@ impl Rules {
         }
         let target = Target::parse(&head.method, &head.uri)?;
         self.check(&target.host, target.port, &head.method)?;
-        self.rewrite(target, head, Inside::No).map(|f| Plan::Forward(Box::new(f)))
+        self.rewrite(target, head, Inside::No)
+            .map(|f| Plan::Forward(Box::new(f)))
     }
 
     /// The plan for a request the box sent inside the intercepted tunnel
     /// `CONNECT host:port` (allowed already): to that host and port
     /// whatever its `Host` or `:authority` says.
-    pub fn plan_inside(&self, host: &str, port: u16, head: request::Parts) -> Result<Forward, Reply> {
+    pub fn plan_inside(
+        &self,
+        host: &str,
+        port: u16,
+        head: request::Parts,
+    ) -> Result<Forward, Reply> {
         let path = match head.uri.path_and_query().map(|p| p.as_str()) {
             Some(p) if p.starts_with('/') => p.to_owned(),
             Some("*") if head.method == Method::OPTIONS => "*".to_owned(),
@@ -223,7 +229,12 @@ impl Rules {
     /// `head` for `target`: placeholders substituted (or the request
     /// refused when it carries one that may not go there), headers
     /// rewritten, the body's plan.
-    fn rewrite(&self, target: Target, head: request::Parts, inside: Inside) -> Result<Forward, Reply> {
+    fn rewrite(
+        &self,
+        target: Target,
+        head: request::Parts,
+        inside: Inside,
+    ) -> Result<Forward, Reply> {
         let framing = Framing::of(&head.headers)?;
         let substitutes = self.intercepts(&target.host);
         let (body, length) = match framing {
@@ -272,7 +283,12 @@ impl Rules {
         match self.secrets.misplaced(&target.host, bytes) {
             None => Ok(()),
             Some(secret) => {
-                info!(box_name = self.box_name, host = target.host, secret = secret.name, "egress refused: a placeholder for another host");
+                info!(
+                    box_name = self.box_name,
+                    host = target.host,
+                    secret = secret.name,
+                    "egress refused: a placeholder for another host"
+                );
                 self.report(
                     &target.host,
                     target.port,
@@ -367,7 +383,10 @@ impl Rules {
         }
         if self.intercepts(&target.host) {
             // What comes back is searched for the values: not compressed.
-            out.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+            out.insert(
+                header::ACCEPT_ENCODING,
+                HeaderValue::from_static("identity"),
+            );
         }
         match inside {
             // One request per box connection (see `proxy`).
@@ -683,7 +702,10 @@ mod tests {
         // The placeholder may not go to another host: refused, named.
         for (uri, headers) in [
             (format!("http://other.example?q={TOKEN}"), &[][..]),
-            ("http://other.example/".to_owned(), &[("authorization", TOKEN)][..]),
+            (
+                "http://other.example/".to_owned(),
+                &[("authorization", TOKEN)][..],
+            ),
         ] {
             let reply = rules.plan(head("PUT", &uri, headers)).unwrap_err();
             assert_eq!(reply.status(), 403);

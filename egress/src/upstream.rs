@@ -140,7 +140,10 @@ impl Dialer {
                 cert: None,
             })?,
         };
-        let tcp = self.connect(host, port).await.map_err(|reply| DialError { reply, cert: None })?;
+        let tcp = self
+            .connect(host, port)
+            .await
+            .map_err(|reply| DialError { reply, cert: None })?;
         let connector = tokio_rustls::TlsConnector::from(config);
         match timeout(CONNECT_TIMEOUT, connector.connect(name, tcp)).await {
             Ok(Ok(tls)) => Ok(tls),
@@ -154,7 +157,9 @@ impl Dialer {
                     Some(why) => Reply::bad_gateway(format_args!(
                         "{host} port {port}: its certificate does not verify against this host's trust store ({why}); boxd never connects unverified"
                     )),
-                    None => Reply::bad_gateway(format_args!("TLS with {host} port {port} failed: {e}")),
+                    None => {
+                        Reply::bad_gateway(format_args!("TLS with {host} port {port} failed: {e}"))
+                    }
                 };
                 Err(DialError { reply, cert })
             }

@@ -87,19 +87,27 @@ async fn upstream() -> Upstream {
                             .map(|v| v.to_str().unwrap().to_owned())
                             .unwrap_or_default();
                         let path = req.uri().path().to_owned();
-                        log.lock().unwrap().push((auth.clone(), path.clone(), encoding));
-                        let body: http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible> =
-                            if path == "/sse" {
-                                let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(2);
-                                tokio::spawn(async move {
-                                    let _ = tx.send(Ok(Frame::data(Bytes::from("data: one\n\n")))).await;
-                                    tokio::time::sleep(Duration::from_millis(1500)).await;
-                                    let _ = tx.send(Ok(Frame::data(Bytes::from("data: two\n\n")))).await;
-                                });
-                                StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx)).boxed()
-                            } else {
-                                Full::new(Bytes::from(format!("invalid key: {auth}"))).boxed()
-                            };
+                        log.lock()
+                            .unwrap()
+                            .push((auth.clone(), path.clone(), encoding));
+                        let body: http_body_util::combinators::BoxBody<
+                            Bytes,
+                            std::convert::Infallible,
+                        > = if path == "/sse" {
+                            let (tx, rx) = tokio::sync::mpsc::channel::<
+                                Result<Frame<Bytes>, std::convert::Infallible>,
+                            >(2);
+                            tokio::spawn(async move {
+                                let _ =
+                                    tx.send(Ok(Frame::data(Bytes::from("data: one\n\n")))).await;
+                                tokio::time::sleep(Duration::from_millis(1500)).await;
+                                let _ =
+                                    tx.send(Ok(Frame::data(Bytes::from("data: two\n\n")))).await;
+                            });
+                            StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx)).boxed()
+                        } else {
+                            Full::new(Bytes::from(format!("invalid key: {auth}"))).boxed()
+                        };
                         Ok::<_, std::convert::Infallible>(
                             Response::builder()
                                 .header("x-echo", auth)
@@ -149,9 +157,14 @@ async fn proxy(root: &CertificateDer<'static>, allow: &[&str]) -> Running {
     roots.add(root.clone()).unwrap();
     let aliases = HashMap::from([(HOST.to_owned(), "127.0.0.1".to_owned())]);
     let proxy = Arc::new(
-        Proxy::new("devbox", AllowList::parse(&allow).unwrap(), secrets, aliases)
-            .with_ca(Arc::new(ca))
-            .trust_upstream(roots),
+        Proxy::new(
+            "devbox",
+            AllowList::parse(&allow).unwrap(),
+            secrets,
+            aliases,
+        )
+        .with_ca(Arc::new(ca))
+        .trust_upstream(roots),
     );
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -175,7 +188,10 @@ async fn connect(proxy: SocketAddr, target: &str) -> TcpStream {
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
         let mut byte = [0];
-        tokio::time::timeout(WAIT, s.read_exact(&mut byte)).await.unwrap().unwrap();
+        tokio::time::timeout(WAIT, s.read_exact(&mut byte))
+            .await
+            .unwrap()
+            .unwrap();
         head.push(byte[0]);
     }
     let head = String::from_utf8(head).unwrap();
@@ -243,7 +259,9 @@ async fn the_upstream_gets_the_value_and_the_box_only_the_placeholder() {
     let p = proxy(&up.root, &[HOST]).await;
     for (alpn, h2) in [(&[&b"h2"[..]][..], true), (&[&b"http/1.1"[..]][..], false)] {
         let tcp = connect(p.addr, &format!("{HOST}:{}", up.port)).await;
-        let tls = tls(tcp, &p.ca, HOST, alpn).await.expect("the box's CA answers");
+        let tls = tls(tcp, &p.ca, HOST, alpn)
+            .await
+            .expect("the box's CA answers");
         assert_eq!(tls.get_ref().1.alpn_protocol() == Some(b"h2"), h2);
         let (response, _conn) = get(tls, "/echo", h2).await;
         assert_eq!(response.status(), 200);
@@ -251,7 +269,11 @@ async fn the_upstream_gets_the_value_and_the_box_only_the_placeholder() {
         let body = response.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(body, format!("invalid key: Bearer {TOKEN}"), "redacted");
         let seen = up.seen.lock().unwrap().pop().unwrap();
-        assert_eq!(seen.0, format!("Bearer {VALUE}"), "the upstream got the value");
+        assert_eq!(
+            seen.0,
+            format!("Bearer {VALUE}"),
+            "the upstream got the value"
+        );
         assert_eq!(seen.2, "identity", "an uncompressed answer was asked for");
     }
 }
@@ -265,11 +287,19 @@ async fn the_first_event_arrives_before_the_body_ends() {
     let (response, _conn) = get(tls, "/sse", true).await;
     let mut body = response.into_body();
     let started = std::time::Instant::now();
-    let first = tokio::time::timeout(WAIT, body.frame()).await.unwrap().unwrap().unwrap();
+    let first = tokio::time::timeout(WAIT, body.frame())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(first.into_data().unwrap(), "data: one\n\n");
     // The second comes 1.5 s after the first: the first was not held for it.
     assert!(started.elapsed() < Duration::from_millis(1400));
-    let second = tokio::time::timeout(WAIT, body.frame()).await.unwrap().unwrap().unwrap();
+    let second = tokio::time::timeout(WAIT, body.frame())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(second.into_data().unwrap(), "data: two\n\n");
 }
 
@@ -281,14 +311,29 @@ async fn a_hello_for_another_host_or_none_is_refused_with_an_alert() {
     let tcp = connect(p.addr, &format!("{HOST}:{}", up.port)).await;
     let err = tls(tcp, &p.ca, "other.test", &[b"h2"]).await.unwrap_err();
     assert!(err.to_string().contains("AccessDenied"), "{err}");
-    let refusal = tokio::time::timeout(WAIT, refusals.recv()).await.unwrap().unwrap();
-    assert_eq!(refusal.why, Why::Sni { sent: Some("other.test".into()) });
+    let refusal = tokio::time::timeout(WAIT, refusals.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        refusal.why,
+        Why::Sni {
+            sent: Some("other.test".into())
+        }
+    );
     // Garbage instead of TLS: an event, nothing upstream.
     let mut tcp = connect(p.addr, &format!("{HOST}:{}", up.port)).await;
-    tcp.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
     let mut rest = Vec::new();
-    let _ = tokio::time::timeout(WAIT, tcp.read_to_end(&mut rest)).await.unwrap();
-    let refusal = tokio::time::timeout(WAIT, refusals.recv()).await.unwrap().unwrap();
+    let _ = tokio::time::timeout(WAIT, tcp.read_to_end(&mut rest))
+        .await
+        .unwrap();
+    let refusal = tokio::time::timeout(WAIT, refusals.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(refusal.why, Why::NotTls);
     assert!(up.seen.lock().unwrap().is_empty(), "nothing went upstream");
 }
@@ -305,8 +350,14 @@ async fn an_upstream_that_does_not_verify_is_a_502_never_a_connection() {
     assert_eq!(response.status(), 502);
     let body = response.into_body().collect().await.unwrap().to_bytes();
     let body = String::from_utf8_lossy(&body);
-    assert!(body.contains(HOST) && body.contains("does not verify"), "{body}");
-    let refusal = tokio::time::timeout(WAIT, refusals.recv()).await.unwrap().unwrap();
+    assert!(
+        body.contains(HOST) && body.contains("does not verify"),
+        "{body}"
+    );
+    let refusal = tokio::time::timeout(WAIT, refusals.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(matches!(refusal.why, Why::Upstream { .. }), "{refusal:?}");
     assert!(up.seen.lock().unwrap().is_empty());
 }

@@ -306,7 +306,10 @@ async fn a_secret_goes_only_to_its_hosts_and_never_into_the_box() {
     );
     assert!(!answer.contains(&value), "{answer}");
     assert!(
-        !server.requests().iter().any(|r| r.starts_with("GET /other ")),
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.starts_with("GET /other ")),
         "never sent"
     );
 
@@ -475,13 +478,10 @@ fn test_ca(dir: &std::path::Path) {
         .push(rcgen::DnType::CommonName, "boxd test CA");
     let ca = params.self_signed(&ca_key).unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec![
-        "host.boxd.internal".to_owned(),
-        host_address(),
-    ])
-    .unwrap()
-    .signed_by(&key, &ca, &ca_key)
-    .unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["host.boxd.internal".to_owned(), host_address()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
     for (name, text) in [
         ("ca.pem", ca.pem()),
         ("cert.pem", cert.pem()),
@@ -511,7 +511,12 @@ fn fake_api(dir: &std::path::Path) -> (u16, std::process::Child) {
     std::io::BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let port = line.trim().strip_prefix("listening ").unwrap().parse().unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("listening ")
+        .unwrap()
+        .parse()
+        .unwrap();
     (port, child)
 }
 
@@ -592,7 +597,10 @@ async fn https_to_a_secret_s_host_carries_the_value_and_the_box_never_sees_it() 
             placeholder: String::new(),
             value: value.clone(),
         }],
-        mounts: vec![mount(&sdk, "/opt/https"), mount(ca_dir.path(), "/opt/testca")],
+        mounts: vec![
+            mount(&sdk, "/opt/https"),
+            mount(ca_dir.path(), "/opt/testca"),
+        ],
         ..Default::default()
     };
     up(&mut c, "agent-https", spec).await;
@@ -609,20 +617,35 @@ async fn https_to_a_secret_s_host_carries_the_value_and_the_box_never_sees_it() 
     // fetch and https: the upstream's echo of the key comes back as the placeholder.
     for client in ["fetch", "https"] {
         assert_eq!(got[client]["status"], 401, "{got}");
-        assert_eq!(got[client]["body"], format!("invalid key: Bearer {placeholder}"), "{got}");
+        assert_eq!(
+            got[client]["body"],
+            format!("invalid key: Bearer {placeholder}"),
+            "{got}"
+        );
     }
     assert_eq!(got["fetch"]["echo"], format!("Bearer {placeholder}"));
     // The first event of a stream came when it was sent, not with the last.
     assert_eq!(got["sse"]["first"], "data: one\n\n", "{got}");
-    let (first, end) = (got["sse"]["firstAt"].as_u64().unwrap(), got["sse"]["endAt"].as_u64().unwrap());
-    assert!(first + 500 < end, "first event at {first} ms, end at {end} ms");
+    let (first, end) = (
+        got["sse"]["firstAt"].as_u64().unwrap(),
+        got["sse"]["endAt"].as_u64().unwrap(),
+    );
+    assert!(
+        first + 500 < end,
+        "first event at {first} ms, end at {end} ms"
+    );
     // The official SDK, plain and streamed.
     assert_eq!(got["sdk"], "hello from the fake API", "{got}");
     assert_eq!(got["sdkStream"], "hello from the fake API", "{got}");
     // Pinned to the real CA, to an intercepted host: fails, by its chain.
     let pinned = got["pinned"]["error"].as_str().unwrap_or_default();
     assert!(
-        ["SELF_SIGNED_CERT_IN_CHAIN", "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "UNABLE_TO_GET_ISSUER_CERT_LOCALLY"].contains(&pinned),
+        [
+            "SELF_SIGNED_CERT_IN_CHAIN",
+            "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+            "UNABLE_TO_GET_ISSUER_CERT_LOCALLY"
+        ]
+        .contains(&pinned),
         "{got}"
     );
     // A host no secret names is a blind tunnel: the server's own certificate.
@@ -632,11 +655,26 @@ async fn https_to_a_secret_s_host_carries_the_value_and_the_box_never_sees_it() 
     // What the upstream saw: the value, for the secret's host only, and
     // an uncompressed answer asked for.
     let log = std::fs::read_to_string(ca_dir.path().join("log.jsonl")).unwrap();
-    let entries: Vec<serde_json::Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let entries: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert!(entries.len() >= 105, "{}", entries.len());
-    let with_value = entries.iter().filter(|e| e["auth"].as_str().unwrap().contains(&value)).count();
-    assert_eq!(with_value, entries.len() - 2, "all but /sse and the blind one: {log}");
-    assert!(entries.iter().filter(|e| e["auth"].as_str().unwrap().contains(&value)).all(|e| e["encoding"] == "identity"));
+    let with_value = entries
+        .iter()
+        .filter(|e| e["auth"].as_str().unwrap().contains(&value))
+        .count();
+    assert_eq!(
+        with_value,
+        entries.len() - 2,
+        "all but /sse and the blind one: {log}"
+    );
+    assert!(
+        entries
+            .iter()
+            .filter(|e| e["auth"].as_str().unwrap().contains(&value))
+            .all(|e| e["encoding"] == "identity")
+    );
 
     // Nowhere in the box: no process's environment or memory, no file of
     // its upper layer, after 100 requests.
@@ -652,26 +690,47 @@ async fn https_to_a_secret_s_host_carries_the_value_and_the_box_never_sees_it() 
         // A box process that made requests stays alive; its memory is read.
         let mut hold = start_req(
             "agent-https",
-            &["sh", "-c", &format!("node /opt/https/box-client.mjs {port} /opt/testca/ca.pem 5 >/dev/null")],
+            &[
+                "sh",
+                "-c",
+                &format!("node /opt/https/box-client.mjs {port} /opt/testca/ca.pem 5 >/dev/null"),
+            ],
         );
         hold.detach = true;
         hold.env = std::collections::HashMap::from([("HOLD_FILE".into(), "/tmp/ready".into())]);
         drop(ExecStream::start(&mut c, hold).await.unwrap());
-        sh(&mut c, "agent-https", "while [ ! -e /tmp/ready ]; do sleep 0.1; done").await;
+        sh(
+            &mut c,
+            "agent-https",
+            "while [ ! -e /tmp/ready ]; do sleep 0.1; done",
+        )
+        .await;
         let holding = processes_holding(value.as_bytes());
-        assert!(holding.is_empty(), "box processes {holding:?} hold the value");
+        assert!(
+            holding.is_empty(),
+            "box processes {holding:?} hold the value"
+        );
         // Control: the placeholder is found in the same memory.
         assert!(!processes_holding(placeholder.as_bytes()).is_empty());
     }
     let mut files = vec![d.home.clone()];
     let mut hits = Vec::new();
     while let Some(path) = files.pop() {
-        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
         if meta.is_dir() {
-            files.extend(std::fs::read_dir(&path).into_iter().flatten().flatten().map(|e| e.path()));
+            files.extend(
+                std::fs::read_dir(&path)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path()),
+            );
         } else if meta.is_file()
             && path.components().any(|c| c.as_os_str() == "upper")
-            && std::fs::read(&path).is_ok_and(|bytes| bytes.windows(value.len()).any(|w| w == value.as_bytes()))
+            && std::fs::read(&path)
+                .is_ok_and(|bytes| bytes.windows(value.len()).any(|w| w == value.as_bytes()))
         {
             hits.push(path);
         }
@@ -682,6 +741,10 @@ async fn https_to_a_secret_s_host_carries_the_value_and_the_box_never_sees_it() 
     let counts: Vec<&str> = bundle.lines().collect();
     assert_eq!(counts.len(), 3, "{bundle}");
     assert!(counts[2].ends_with(":1"), "{bundle}");
-    assert_eq!(counts[0].rsplit(':').next(), counts[1].rsplit(':').next(), "{bundle}");
+    assert_eq!(
+        counts[0].rsplit(':').next(),
+        counts[1].rsplit(':').next(),
+        "{bundle}"
+    );
     let _ = api.kill();
 }

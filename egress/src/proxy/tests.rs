@@ -162,7 +162,10 @@ fn hex(bytes: &[u8]) -> String {
 fn mirrored(reply: &str) -> String {
     let (head, mut rest) = reply.split_once("\r\n\r\n").unwrap_or((reply, ""));
     let mut hexed = String::new();
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         while let Some((size, after)) = rest.split_once("\r\n") {
             let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
             if n == 0 {
@@ -336,7 +339,8 @@ async fn a_placeholder_for_a_host_the_secret_is_not_for_is_refused() {
         let reply = roundtrip(proxy.addr, req.as_bytes()).await;
         assert!(reply.starts_with("HTTP/1.0 403 "), "{reply}");
         assert!(
-            body(&reply).contains("carries the placeholder of secret api, which goes only to 127.0.0.1"),
+            body(&reply)
+                .contains("carries the placeholder of secret api, which goes only to 127.0.0.1"),
             "{reply}"
         );
         assert!(!reply.contains(VALUE));
@@ -344,7 +348,10 @@ async fn a_placeholder_for_a_host_the_secret_is_not_for_is_refused() {
     // Without one it goes through as it is.
     let req = format!("GET http://host.boxd.internal:{port}/ok HTTP/1.0\r\n\r\n");
     let reply = roundtrip(proxy.addr, req.as_bytes()).await;
-    assert!(mirrored(&reply).starts_with("GET /ok HTTP/1.1\r\n"), "{reply}");
+    assert!(
+        mirrored(&reply).starts_with("GET /ok HTTP/1.1\r\n"),
+        "{reply}"
+    );
 }
 
 #[tokio::test]

@@ -267,7 +267,10 @@ fn install_trust(root: &Path, ca: &str) -> Vec<String> {
                     .map_err(|e| root.failure(&rel, e))
             });
         if let Err(e) = written {
-            warnings.push(format!("cannot write {path} for the box's CA: {}", e.message));
+            warnings.push(format!(
+                "cannot write {path} for the box's CA: {}",
+                e.message
+            ));
         }
     };
     for path in targets {
