@@ -377,3 +377,50 @@ async fn a_host_no_secret_names_is_a_blind_tunnel() {
     let body = response.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(body, format!("invalid key: Bearer {TOKEN}"), "untouched");
 }
+
+/// Raw bytes inside an intercepted HTTP/1.1 tunnel, and what comes back
+/// until the proxy closes or goes quiet.
+async fn raw_inside(p: &Running, port: u16, request: &[u8]) -> String {
+    let tcp = connect(p.addr, &format!("{HOST}:{port}")).await;
+    let mut tls = tls(tcp, &p.ca, HOST, &[b"http/1.1"]).await.unwrap();
+    let _ = tls.write_all(request).await;
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(3), tls.read_to_end(&mut got)).await;
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[tokio::test]
+async fn smuggling_and_huge_heads_inside_a_tunnel_are_refused() {
+    let up = upstream().await;
+    let p = proxy(&up.root, &[HOST]).await;
+    // Content-Length beside Transfer-Encoding, one framing hiding a second
+    // request: chunked wins (RFC 9112 §6.3), the request is framed anew
+    // upstream, and the connection closes after it: what hid behind it is
+    // never a request.
+    let smuggle = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+    let reply = raw_inside(&p, up.port, smuggle).await;
+    assert!(reply.contains("Connection: close"), "{reply}");
+    assert_eq!(reply.matches("HTTP/1.1 ").count(), 1, "{reply}");
+    // Two Content-Lengths that differ.
+    let twice =
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 30\r\n\r\nabc";
+    let reply = raw_inside(&p, up.port, twice).await;
+    assert!(reply.starts_with("HTTP/1.1 400 "), "{reply}");
+    // A head of 1 MiB.
+    let mut huge = b"GET /echo HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
+    huge.extend(std::iter::repeat_n(b'a', 1 << 20));
+    huge.extend_from_slice(b"\r\n\r\n");
+    let reply = raw_inside(&p, up.port, &huge).await;
+    assert!(reply.starts_with("HTTP/1.1 431 "), "{reply}");
+    let seen = up.seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().all(|(_, path, _)| path != "/smuggled"),
+        "{seen:?}"
+    );
+    assert_eq!(seen.len(), 1, "the POST only: {seen:?}");
+    // The proxy still serves.
+    let tcp = connect(p.addr, &format!("{HOST}:{}", up.port)).await;
+    let tls = tls(tcp, &p.ca, HOST, &[b"h2"]).await.unwrap();
+    let (response, _conn) = get(tls, "/echo", true).await;
+    assert_eq!(response.status(), 200);
+}
