@@ -748,3 +748,71 @@ async fn https_to_a_secret_s_host_carries_the_value_and_the_box_never_sees_it() 
     );
     let _ = api.kill();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn harness_box_exec_runs_an_acp_agent_whose_model_calls_carry_the_value() {
+    let image = boxd_tests::agent::node_image();
+    let sdk =
+        boxd_tests::agent::npm_dir("https", &["@anthropic-ai/sdk", "@agentclientprotocol/sdk"]);
+    let acp = boxd_tests::agent::acp_dir();
+    let ca_dir = tempfile::tempdir().unwrap();
+    test_ca(ca_dir.path());
+    let (port, mut api) = fake_api(ca_dir.path());
+    let d = Daemon::with_env(
+        "namespace",
+        vec![(
+            "SSL_CERT_FILE".into(),
+            ca_dir.path().join("ca.pem").to_string_lossy().into_owned(),
+        )],
+    );
+    let value = format!("sk-ant-acp-{}", rand::random::<u64>());
+    let project = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("node")
+        .arg(acp.join("editor-client.mjs"))
+        .arg("--cwd")
+        .arg(project.path())
+        .args(["--prompt", "hello"])
+        .arg("--")
+        .arg(bin("harness-box-exec"))
+        .args(["--box", "tiny-agent", "--image"])
+        .arg(&image)
+        .arg("--mount")
+        .arg(format!("{}:/workspace", project.path().display()))
+        .arg("--mount")
+        .arg(format!("{}:/opt/https:ro", sdk.display()))
+        .args([
+            "--allow-net",
+            "host.boxd.internal",
+            "--secret",
+            "ANTHROPIC_API_KEY:host.boxd.internal",
+            "--env",
+            &format!("ANTHROPIC_BASE_URL=https://host.boxd.internal:{port}"),
+            "--",
+            "node",
+            "/opt/https/tiny-agent.mjs",
+        ])
+        .env("ANTHROPIC_API_KEY", &value)
+        .env("BOXD_SOCKET", &d.socket)
+        .env("BOXD_HOME", &d.home)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let result: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no result ({e}): {stderr}"));
+    assert_eq!(result["stopReason"], "end_turn", "{result} {stderr}");
+    assert!(
+        result["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hello from the fake API"),
+        "{result} {stderr}"
+    );
+    let log = std::fs::read_to_string(ca_dir.path().join("log.jsonl")).unwrap();
+    assert!(
+        log.contains(&value),
+        "the model call carried the value: {log}"
+    );
+    assert!(!stderr.contains(&value) && !result.to_string().contains(&value));
+    let _ = api.kill();
+}
