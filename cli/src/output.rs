@@ -20,6 +20,7 @@ pub fn state(s: i32) -> &'static str {
 
 pub fn box_json(b: &v1::BoxInfo) -> Value {
     let spec = b.spec.clone().unwrap_or_default();
+    let intercepted = intercepted_hosts(&spec);
     json!({
         "boxId": b.id,
         "name": b.name,
@@ -47,7 +48,21 @@ pub fn box_json(b: &v1::BoxInfo) -> Value {
             "secrets": spec.secrets.iter().map(|x| json!({"name": x.name, "hosts": x.hosts, "placeholder": x.placeholder})).collect::<Vec<_>>(),
             "ports": spec.ports.iter().map(port_json).collect::<Vec<_>>(),
         },
+        // The hosts whose HTTPS boxd answers with the box's own CA (its
+        // secrets' hosts); every other host is a blind tunnel.
+        "interceptedHosts": intercepted,
     })
+}
+
+fn intercepted_hosts(spec: &v1::BoxSpec) -> Vec<String> {
+    let mut hosts: Vec<String> = spec
+        .secrets
+        .iter()
+        .flat_map(|s| s.hosts.iter().cloned())
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    hosts
 }
 
 pub fn port_json(p: &v1::PortMapping) -> Value {

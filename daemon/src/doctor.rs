@@ -60,7 +60,46 @@ pub fn run(paths: &Paths) -> Vec<Check> {
     checks.extend(engine());
     checks.push(tool("protoc", &["--version"], "needed only to build BoxLite (Debian: apt-get install protobuf-compiler; macOS: brew install protobuf)"));
     checks.push(socket(&paths.socket));
+    checks.push(intercepted(&paths.home));
     checks
+}
+
+/// Which hosts boxd answers TLS for, per box: the hosts of each box's
+/// secrets (read from the box records; values are never shown).
+fn intercepted(home: &Path) -> Check {
+    let mut boxes: Vec<String> = std::fs::read_dir(home.join("boxes"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let text = std::fs::read(entry.path().join("box.json")).ok()?;
+            let record: crate::model::BoxRecord = serde_json::from_slice(&text).ok()?;
+            let mut hosts: Vec<&str> = record
+                .spec
+                .secrets
+                .iter()
+                .flat_map(|s| s.hosts.iter().map(String::as_str))
+                .collect();
+            hosts.sort();
+            hosts.dedup();
+            (!hosts.is_empty()).then(|| format!("{}: {}", record.name, hosts.join(", ")))
+        })
+        .collect();
+    boxes.sort();
+    if boxes.is_empty() {
+        Check::ok(
+            "https interception",
+            "no box has secrets: every HTTPS connection is a blind tunnel",
+        )
+    } else {
+        Check::ok(
+            "https interception",
+            format!(
+                "boxd answers TLS with each box's own CA for its secrets' hosts only ({})",
+                boxes.join("; ")
+            ),
+        )
+    }
 }
 
 /// Prints the checks; returns the exit code (1 when any check failed).

@@ -746,6 +746,30 @@ async fn https_to_a_secret_s_host_carries_the_value_and_the_box_never_sees_it() 
         counts[1].rsplit(':').next(),
         "{bundle}"
     );
+    // inspect and doctor say which hosts are intercepted.
+    let inspect = d
+        .boxctl()
+        .args(["inspect", "agent-https", "--json"])
+        .output()
+        .unwrap();
+    let inspect: serde_json::Value = serde_json::from_slice(&inspect.stdout).unwrap();
+    let inspect = if inspect.is_array() {
+        inspect[0].clone()
+    } else {
+        inspect
+    };
+    assert_eq!(
+        inspect["interceptedHosts"],
+        serde_json::json!(["host.boxd.internal"]),
+        "{inspect}"
+    );
+    let doctor = d.boxctl().args(["doctor"]).output().unwrap();
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        doctor.contains("agent-https: host.boxd.internal"),
+        "{doctor}"
+    );
+    assert!(!doctor.contains(&value) && !inspect.to_string().contains(&value));
     let _ = api.kill();
 }
 
