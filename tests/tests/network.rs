@@ -520,6 +520,23 @@ fn fake_api(dir: &std::path::Path) -> (u16, std::process::Child) {
     (port, child)
 }
 
+/// A test CA, the fake API with a certificate from it, and a daemon that
+/// trusts it as its host trust (as a corporate CA is): the CA's directory,
+/// the API's port and process, the daemon.
+fn fake_api_and_daemon() -> (tempfile::TempDir, u16, std::process::Child, Daemon) {
+    let ca_dir = tempfile::tempdir().unwrap();
+    test_ca(ca_dir.path());
+    let (port, api) = fake_api(ca_dir.path());
+    let d = Daemon::with_env(
+        "namespace",
+        vec![(
+            "SSL_CERT_FILE".into(),
+            ca_dir.path().join("ca.pem").to_string_lossy().into_owned(),
+        )],
+    );
+    (ca_dir, port, api, d)
+}
+
 /// Every readable byte of the memory of each process in another pid
 /// namespace than this one (boxes'), searched for `needle`: the pids that
 /// hold it.
@@ -570,17 +587,7 @@ fn processes_holding(needle: &[u8]) -> Vec<i32> {
 async fn https_to_a_secret_s_host_carries_the_value_and_the_box_never_sees_it() {
     let image = boxd_tests::agent::node_image();
     let sdk = boxd_tests::agent::npm_dir("https", &["@anthropic-ai/sdk"]);
-    let ca_dir = tempfile::tempdir().unwrap();
-    test_ca(ca_dir.path());
-    let (port, mut api) = fake_api(ca_dir.path());
-    // The fake API's CA is the host's trust for boxd (as a corporate CA is).
-    let d = Daemon::with_env(
-        "namespace",
-        vec![(
-            "SSL_CERT_FILE".into(),
-            ca_dir.path().join("ca.pem").to_string_lossy().into_owned(),
-        )],
-    );
+    let (ca_dir, port, mut api, d) = fake_api_and_daemon();
     let mut c = d.client().await;
     let value = format!("sk-ant-test-{}", rand::random::<u64>());
     let mount = |host: &std::path::Path, guest: &str| v1::Mount {
@@ -779,16 +786,7 @@ async fn harness_box_exec_runs_an_acp_agent_whose_model_calls_carry_the_value() 
     let sdk =
         boxd_tests::agent::npm_dir("https", &["@anthropic-ai/sdk", "@agentclientprotocol/sdk"]);
     let acp = boxd_tests::agent::acp_dir();
-    let ca_dir = tempfile::tempdir().unwrap();
-    test_ca(ca_dir.path());
-    let (port, mut api) = fake_api(ca_dir.path());
-    let d = Daemon::with_env(
-        "namespace",
-        vec![(
-            "SSL_CERT_FILE".into(),
-            ca_dir.path().join("ca.pem").to_string_lossy().into_owned(),
-        )],
-    );
+    let (ca_dir, port, mut api, d) = fake_api_and_daemon();
     let value = format!("sk-ant-acp-{}", rand::random::<u64>());
     let project = tempfile::tempdir().unwrap();
     let out = std::process::Command::new("node")
