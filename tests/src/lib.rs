@@ -48,6 +48,14 @@ pub fn target_dir() -> PathBuf {
     profile_dir().parent().expect("target dir").to_path_buf()
 }
 
+/// Bytes free to an unprivileged writer on the file system holding `path`:
+/// tests that write gigabytes size themselves by it rather than fail on a
+/// small CI disk.
+pub fn free_bytes(path: &std::path::Path) -> u64 {
+    let st = nix::sys::statvfs::statvfs(path).expect("statvfs");
+    st.blocks_available() as u64 * st.fragment_size() as u64
+}
+
 /// The busybox OCI layout, built once per target directory.
 pub fn busybox() -> PathBuf {
     image::busybox_layout(&target_dir().join("test-images").join("busybox"))
