@@ -104,7 +104,7 @@ fuzz:
 	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run -O $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=$(FUZZ_MEMORY_MB) -malloc_limit_mb=$(FUZZ_MEMORY_MB) -print_final_stats=1 || exit 1; \
 	done
 
-lint:
+lint: deps
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p boxd-tests --test faults --test load --test hostile --test isolation --test host_tools --test escapes -- -D warnings
