@@ -85,6 +85,7 @@ bench: deps
 	$(CARGO) bench --workspace --bench remote
 	$(CARGO) bench --workspace --bench acp
 	$(CARGO) bench --workspace --bench acp_fs
+	$(CARGO) bench -p boxd-egress --bench intercept
 	$(CARGO) bench --workspace --bench footprint
 
 # Fuzz the JSONL line reader/request parser, the output encoder, request

@@ -191,6 +191,7 @@ impl Proxy {
                 .timer(TokioTimer::new())
                 .max_header_list_size(HEAD_LIMIT as u32)
                 .max_concurrent_streams(MAX_STREAMS)
+                .adaptive_window(true)
                 .serve_connection(io, service)
                 .await
         } else {

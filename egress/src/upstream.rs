@@ -193,6 +193,7 @@ pub(crate) fn client(dialer: Arc<Dialer>) -> UpstreamClient {
         .pool_max_idle_per_host(16)
         .http1_title_case_headers(true)
         .http1_preserve_header_case(true)
+        .http2_adaptive_window(true)
         .build(Connector(dialer))
 }
 
