@@ -14,7 +14,9 @@
 //! allow-list; hosts are resolved here, on the host side (aliases first),
 //! never by hyper; neither header values nor secret values are ever
 //! logged; at most [`MAX_CONNECTIONS`] connections are served at once
-//! (more wait in the listen backlog); when [`Proxy::serve`] returns, every
+//! (one more is answered `503`, naming the limit, by at most
+//! [`MAX_CONNECTIONS`] refusals at a time; past those it is closed
+//! unanswered: a flood holds no more than twice the limit); when [`Proxy::serve`] returns, every
 //! connection it accepted is closed (tunnels and intercepted connections
 //! run inside the connection's own task, upgraded ones stop with it);
 //! upstream connections kept alive in the client's pool close when idle
@@ -173,32 +175,39 @@ impl Proxy {
     ) {
         let box_name = self.rules.box_name().to_owned();
         let permits = Arc::new(Semaphore::new(limit));
+        let refusals = Arc::new(Semaphore::new(limit));
         let mut tasks = JoinSet::new();
         loop {
             while tasks.try_join_next().is_some() {}
-            let next = async {
-                let permit = permits.clone().acquire_owned().await;
-                (permit, listener.accept().await)
-            };
-            let (permit, accepted) = tokio::select! {
+            let accepted = tokio::select! {
                 _ = shutdown.cancelled() => break,
-                next = next => next,
+                accepted = listener.accept() => accepted,
             };
-            let Ok(permit) = permit else { break };
-            match accepted {
-                Ok((stream, peer)) => {
-                    let proxy = self.clone();
-                    tasks.spawn(async move {
-                        let _permit = permit;
-                        proxy.handle(stream, peer).await;
-                    });
-                }
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of descriptors, mostly: back off rather than spin.
                     warn!(box_name, "egress proxy cannot accept: {e}");
-                    drop(permit);
                     tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
                 }
+            };
+            if let Ok(permit) = permits.clone().try_acquire_owned() {
+                let proxy = self.clone();
+                tasks.spawn(async move {
+                    let _permit = permit;
+                    proxy.handle(stream, peer).await;
+                });
+            } else if let Ok(permit) = refusals.clone().try_acquire_owned() {
+                debug!(box_name, %peer, "egress proxy full: {limit} connections");
+                let reply = Reply::busy(&box_name, limit);
+                tasks.spawn(async move {
+                    let _permit = permit;
+                    let mut stream = stream;
+                    reply.send(&mut stream).await;
+                });
+            } else {
+                debug!(box_name, %peer, "egress proxy full, refusals too: closed");
             }
         }
         tasks.shutdown().await;

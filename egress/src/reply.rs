@@ -54,6 +54,17 @@ impl Reply {
         }
     }
 
+    /// The 503 for a connection that found all of the box's taken.
+    pub(super) fn busy(box_name: &str, limit: usize) -> Reply {
+        Reply::error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format_args!(
+                "box {box_name} has {limit} connections open through its egress proxy, \
+                 the most it may; close some (idle keep-alive ones too) and retry"
+            ),
+        )
+    }
+
     pub(super) fn head_too_large() -> Reply {
         Reply::error(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,

@@ -571,28 +571,44 @@ async fn upstream_failures_get_502_with_the_reason() {
 }
 
 #[tokio::test]
-async fn connections_beyond_the_limit_wait_for_a_free_slot() {
+async fn a_connection_beyond_the_limit_is_a_503_naming_it() {
     let echo = echo_server().await;
     let proxy = start(&["127.0.0.1"], vec![], 1).await;
     let req = format!("CONNECT 127.0.0.1:{} HTTP/1.1\r\n\r\n", echo.port());
     let mut first = TcpStream::connect(proxy.addr).await.unwrap();
     first.write_all(req.as_bytes()).await.unwrap();
     read_reply_head(&mut first).await;
-    let mut second = TcpStream::connect(proxy.addr).await.unwrap();
-    second.write_all(req.as_bytes()).await.unwrap();
-    let mut byte = [0];
+    let reply = roundtrip(proxy.addr, req.as_bytes()).await;
+    assert!(reply.starts_with("HTTP/1.1 503 "), "{reply}");
     assert!(
-        timeout(Duration::from_millis(300), second.read(&mut byte))
-            .await
-            .is_err(),
-        "a second connection was served beyond the limit"
+        body(&reply).contains("box devbox has 1 connections open through its egress proxy"),
+        "{reply}"
     );
+    // The tunnel that holds the slot is untouched, and once it closes
+    // the slot serves again.
+    first.write_all(b"ping").await.unwrap();
+    let mut echoed = [0; 4];
+    timeout(WAIT, first.read_exact(&mut echoed))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&echoed, b"ping");
     drop(first);
-    assert!(
-        read_reply_head(&mut second)
-            .await
-            .starts_with("HTTP/1.1 200 ")
-    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let mut next = TcpStream::connect(proxy.addr).await.unwrap();
+        next.write_all(req.as_bytes()).await.unwrap();
+        let head = read_reply_head(&mut next).await;
+        if head.starts_with("HTTP/1.1 200 ") {
+            break;
+        }
+        assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slot never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
