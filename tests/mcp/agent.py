@@ -229,6 +229,8 @@ async def main():
             # Files.
             await call("mkdir", "make_dir", box="m1", path="/tmp/d/e")
             await call("write2", "write_file", box="m1", path="/tmp/d/e/f.txt", content="12345")
+            await call("write_nodir", "write_file", box="m1", path="/tmp/nodir/y.txt", content="no")
+            await call("stat_nodir", "stat_path", box="m1", path="/tmp/nodir")
             await call("ls", "list_files", box="m1", path="/tmp/d/e")
             await call("stat", "stat_path", box="m1", path="/tmp/d")
             await call("rm_nonrecursive", "remove_path", box="m1", path="/tmp/d")

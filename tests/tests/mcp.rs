@@ -186,6 +186,14 @@ fn an_mcp_client_gets_boxes_within_the_user_s_policy() {
     assert!(!refused(&r, "rm_nonrecursive").is_empty());
     passed(&r, "rm");
     assert!(refused(&r, "stat_gone").contains("No such file"));
+    // A file in a directory that is not there: an error naming it, and
+    // nothing written in its place (it once became a file named /tmp/nodir).
+    assert!(
+        refused(&r, "write_nodir").contains("/tmp/nodir"),
+        "{}",
+        r["write_nodir"]
+    );
+    assert!(refused(&r, "stat_nodir").contains("No such file"));
 
     // Snapshots, clones, stats.
     assert_eq!(passed(&r, "snap")["name"], "s1");

@@ -210,7 +210,7 @@ impl Boxes {
             .filter(|m| *m <= 0o7777)
             .ok_or("mode: an octal number such as 644")?;
         let path = std::path::Path::new(&req.path);
-        let (Some(dir), Some(file)) = (path.parent(), path.file_name()) else {
+        let Some(file) = path.file_name().filter(|_| !req.path.ends_with('/')) else {
             return Err(format!("{}: not a file path", req.path));
         };
         if !path.is_absolute() {
@@ -236,7 +236,10 @@ impl Boxes {
             &mut client,
             &req.box_name,
             boxd_client::copy::Source::Tar(Box::new(std::io::Cursor::new(archive))),
-            &dir.to_string_lossy(),
+            // The file's own path, never its directory: unpacked at a
+            // directory that does not exist, the one entry would become
+            // that directory's name (docker cp's rule).
+            &req.path,
             None,
         )
         .await

@@ -132,7 +132,9 @@ export class BoxFiles {
     const pack = tarStream.pack();
     pack.entry({ name, type: "file", mode: options.mode ?? 0o644, mtime: new Date(), size: bytes.length }, bytes);
     pack.finalize();
-    await this.copyInArchive(pack, posix.dirname(path));
+    // The file's own path, never its directory: unpacked at a directory
+    // that does not exist, the entry would take that directory's name.
+    await this.copyInArchive(pack, path);
   }
 
   /**

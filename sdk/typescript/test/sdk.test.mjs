@@ -222,6 +222,9 @@ describe("files", () => {
     await assert.rejects(b.files.read("/tmp/nothing-here"), NotFoundError);
     await assert.rejects(b.files.read("/tmp"), /not a regular file/);
     await assert.rejects(b.files.list("/nothing-here"), NotFoundError);
+    // A missing directory is an error naming it, never a file in its place.
+    await assert.rejects(b.files.write("/tmp/nodir/y.txt", "no"), /\/tmp\/nodir/);
+    await assert.rejects(b.files.read("/tmp/nodir"), NotFoundError);
   });
 
   test("copy a tree in and out", async () => {
