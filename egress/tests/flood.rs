@@ -11,8 +11,7 @@ use std::time::Duration;
 use boxd_egress::MAX_CONNECTIONS;
 use futures::future::join_all;
 use http_body_util::BodyExt;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::AsyncReadExt;
 
 use support::*;
 
@@ -31,25 +30,6 @@ fn descriptor_limit() -> usize {
         .find(|l| l.starts_with("Max open files"))
         .unwrap();
     line.split_whitespace().nth(3).unwrap().parse().unwrap()
-}
-
-/// `CONNECT` to the intercepted host; what the proxy answered first.
-async fn try_connect(proxy: std::net::SocketAddr, target: &str) -> (String, TcpStream) {
-    let mut s = TcpStream::connect(proxy).await.unwrap();
-    s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        let mut byte = [0];
-        let n = tokio::time::timeout(WAIT, s.read(&mut byte))
-            .await
-            .expect("an answer in time")
-            .unwrap();
-        assert_eq!(n, 1, "closed unanswered after {head:?}");
-        head.push(byte[0]);
-    }
-    (String::from_utf8(head).unwrap(), s)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -191,8 +191,8 @@ pub async fn proxy(root: &CertificateDer<'static>, allow: &[&str]) -> Running {
     }
 }
 
-/// A `CONNECT` through the proxy, answered `200`.
-pub async fn connect(proxy: SocketAddr, target: &str) -> TcpStream {
+/// A `CONNECT` through the proxy: the head it answered, and the stream.
+pub async fn try_connect(proxy: SocketAddr, target: &str) -> (String, TcpStream) {
     let mut s = TcpStream::connect(proxy).await.unwrap();
     let _ = s.set_nodelay(true);
     s.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
@@ -201,13 +201,19 @@ pub async fn connect(proxy: SocketAddr, target: &str) -> TcpStream {
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
         let mut byte = [0];
-        tokio::time::timeout(WAIT, s.read_exact(&mut byte))
+        let n = tokio::time::timeout(WAIT, s.read(&mut byte))
             .await
-            .unwrap()
+            .expect("an answer in time")
             .unwrap();
+        assert_eq!(n, 1, "closed unanswered after {head:?}");
         head.push(byte[0]);
     }
-    let head = String::from_utf8(head).unwrap();
+    (String::from_utf8(head).unwrap(), s)
+}
+
+/// A `CONNECT` through the proxy, answered `200`.
+pub async fn connect(proxy: SocketAddr, target: &str) -> TcpStream {
+    let (head, s) = try_connect(proxy, target).await;
     assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
     s
 }
